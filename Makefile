@@ -1,0 +1,42 @@
+# The few verbs people type. `make run` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint format bench soak drill clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+.env:
+	@sed "s|^SECRET_KEY=.*|SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))')|" .env.example > .env
+	@echo "Wrote .env from .env.example (a fresh SECRET_KEY)."
+
+run: $(VENV)/.installed .env
+	$(PY) manage.py runall
+
+test: $(VENV)/.installed
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(VENV)/.installed
+	$(PY) bench/run.py
+
+soak: $(VENV)/.installed
+	$(PY) bench/soak.py --events 1000 --duplicate-rate 0.2 --fault-rate 0.2 --kill-every 10 --json bench/results/soak.json
+
+drill: $(VENV)/.installed
+	$(PY) manage.py drill
+
+clean:
+	rm -rf $(VENV) var staticfiles

@@ -1,0 +1,172 @@
+"""Handover settings, read from the environment (see .env.example for every variable)."""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from dotenv import load_dotenv
+
+from config.db import database_url
+from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+# A local .env (made by `make run` from .env.example) fills in what the environment leaves unset.
+load_dotenv(BASE_DIR / ".env", override=False)
+
+DEBUG = env_bool("DEBUG", False)
+# pytest sets PYTEST_VERSION for its run and every process the tests start.
+TESTING = env_bool("HANDOVER_TESTING", "PYTEST_VERSION" in os.environ)
+SECRET_KEY = env_str("SECRET_KEY", "dev-insecure-key-change-me" if DEBUG or TESTING else None)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_q",
+    "intake",
+    "ledger",
+    "recovery",
+    "sandbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.context.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Persistent connections: a view that inserts one row served ~1,400 req/s with them and ~115
+# without on a 2-core machine (DESIGN.md, "Connections").
+_db = dj_database_url.parse(
+    database_url(BASE_DIR),
+    conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
+    conn_health_checks=True,
+)
+if "host" in _db["OPTIONS"]:  # the embedded server listens on a socket directory
+    _db["HOST"] = _db["OPTIONS"].pop("host")
+_db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_handover")}
+if TESTING:
+    # Django's test flush empties tables with TRUNCATE; the journal's trigger refuses TRUNCATE
+    # unless this session variable is on. UPDATE and DELETE stay refused even here.
+    _db["OPTIONS"]["options"] = "-c handover.allow_journal_truncate=on"
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/console/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = env_str("TIME_ZONE", "Europe/London")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# Security: HTTPS settings on unless explicitly running plain HTTP (make run, tests).
+SECURE = env_bool("SECURE", not DEBUG and not TESTING)
+SESSION_COOKIE_SECURE = SECURE
+CSRF_COOKIE_SECURE = SECURE
+SECURE_SSL_REDIRECT = SECURE
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if SECURE else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
+SECURE_HSTS_PRELOAD = SECURE
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SECURE else None
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_AGE = env_int("SESSION_ABSOLUTE_SECONDS", 12 * 3600, minimum=60)
+SESSION_IDLE_SECONDS = env_int("SESSION_IDLE_SECONDS", 30 * 60, minimum=60)
+X_FRAME_OPTIONS = "DENY"
+
+# --- Handover ---------------------------------------------------------------------------------
+WORKFLOW_VERSION = "2026.11"
+# Per-source Standard Webhooks secrets: {"website": ["whsec_...", "whsec_..."]} (rotation).
+INTAKE_SECRETS = env_json("INTAKE_SECRETS", {})
+INTAKE_MAX_BODY_BYTES = env_int("INTAKE_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
+INTAKE_TIMESTAMP_TOLERANCE_SECONDS = env_int("INTAKE_TIMESTAMP_TOLERANCE_SECONDS", 300, minimum=1)
+
+SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765")
+INTEGRATIONS = {
+    "crm": env_str("CRM_BASE_URL", SANDBOX_URL),
+    "notify": env_str("NOTIFY_BASE_URL", SANDBOX_URL),
+    "documents": env_str("DOCS_BASE_URL", SANDBOX_URL),
+    "appointments": env_str("APPOINTMENTS_BASE_URL", SANDBOX_URL),
+}
+INTEGRATION_TOKEN = env_str("INTEGRATION_TOKEN", "")
+CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+
+# Failpoints: comma-separated names; off unless a test sets them (ledger/failpoints.py).
+FAILPOINTS = env_list("HANDOVER_FAILPOINTS", [])
+
+# django-q2: the ORM broker on the same database makes "approve and enqueue" one transaction.
+# Ordered timeouts (a system check enforces): connector timeout < cluster timeout < retry.
+Q_CLUSTER = {
+    "name": "handover",
+    "orm": "default",
+    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "timeout": env_int("Q_TIMEOUT", 60, minimum=1),
+    "retry": env_int("Q_RETRY", 90, minimum=2),
+    "max_attempts": 1,  # the ledger decides about retries, not the transport
+    "save_limit": -1,  # the ledger is the record; keep successes out of django-q2
+    "ack_failures": True,
+    "catch_up": False,
+    "poll": env_float("Q_POLL", 0.2, minimum=0.01),
+    "label": "Tasks",
+}
+if env_str("REDIS_URL", ""):
+    Q_CLUSTER.pop("orm")
+    Q_CLUSTER["redis"] = env_str("REDIS_URL")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "pgserver": {"level": "WARNING"}},
+}

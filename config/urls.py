@@ -1,0 +1,17 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from config import views
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/console/", permanent=False)),
+    path("healthz", views.healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("intake/", include("intake.urls")),
+    path("", include("ledger.urls")),
+    path("", include("recovery.urls")),
+]

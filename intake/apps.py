@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class IntakeConfig(AppConfig):
+    name = "intake"
+    verbose_name = "Intake"
+
+    def ready(self):
+        from intake import workflow  # noqa: F401  (registers the transition guard)

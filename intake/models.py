@@ -1,0 +1,328 @@
+import secrets
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.utils import timezone
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+from intake.workflow import MODEL, SYSTEM
+
+
+class Category(models.Model):
+    """A service category admins configure; only active ones may be suggested or routed to."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    active = models.BooleanField(default=True)
+    # The deterministic keyword suggester's configuration: one keyword or phrase per line.
+    keywords = models.TextField(blank=True, help_text="One keyword or phrase per line.")
+    books_appointments = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "categories"
+
+    def __str__(self):
+        return self.name if self.active else f"{self.name} (retired)"
+
+    def keyword_list(self):
+        return [k.strip().lower() for k in self.keywords.splitlines() if k.strip()]
+
+
+class EnquiryState(models.TextChoices):
+    RECEIVED = "received"
+    VALIDATED = "validated"
+    READY_FOR_REVIEW = "ready_for_review", "ready for review"
+    NEEDS_INFORMATION = "needs_information", "needs information"
+    APPROVED = "approved"
+    SUBMITTED = "submitted"
+    SUBMISSION_UNKNOWN = "submission_unknown", "submission unknown"
+    CONFIRMED = "confirmed"
+    REJECTED = "rejected"
+
+
+S = EnquiryState
+OPEN_STATES = [s for s in S if s not in (S.CONFIRMED, S.REJECTED)]
+
+
+def new_reference() -> str:
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: read aloud on the phone
+    return "ENQ-" + "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+class Enquiry(ConcurrentTransitionMixin, models.Model):
+    """One run of the workflow: a stable ID, its source event and everything decided about it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    reference = models.CharField(max_length=32, unique=True, default=new_reference)
+    source = models.CharField(max_length=64)
+    workflow_version = models.CharField(max_length=32, default="")
+    # Personal fields: redacted by purge_personal_data after retention (redacted_at set).
+    name = models.CharField(max_length=200, blank=True)
+    email = models.EmailField(blank=True, db_index=True)
+    phone = models.CharField(max_length=40, blank=True)
+    subject = models.CharField(max_length=200, blank=True)
+    # The customer's own words: never overwritten (only redacted after retention).
+    message = models.TextField()
+    service_hint = models.CharField(max_length=120, blank=True)
+    consent = models.BooleanField(default=False)
+    documents = models.JSONField(default=list, blank=True)
+    category = models.ForeignKey(Category, null=True, blank=True, on_delete=models.PROTECT)
+    state = FSMField(default=S.RECEIVED, choices=S.choices, protected=True, db_index=True)
+    current_revision = models.PositiveIntegerField(default=1)
+    approved_revision = models.PositiveIntegerField(null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    redacted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "enquiries"
+        permissions = [
+            ("review_enquiry", "Can review enquiries: edit, request information, reject"),
+            ("approve_revision", "Can approve a revision for delivery"),
+            ("complete_enquiry", "Can mark an enquiry delivered by hand or withdraw it"),
+        ]
+
+    def __str__(self):
+        return self.reference
+
+    def save(self, *args, **kwargs):
+        loaded = getattr(self, "_loaded_message", None)
+        if loaded is not None and self.message != loaded and not self.redacted_at:
+            raise ValueError("An enquiry's original message is never overwritten.")
+        super().save(*args, **kwargs)
+        self._loaded_message = self.message
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        instance = super().from_db(db, field_names, values)
+        instance._loaded_message = instance.__dict__.get("message")
+        return instance
+
+    @property
+    def revision(self):
+        return self.revisions.get(number=self.current_revision)
+
+    # --- transitions ----------------------------------------------------------------------
+    # People need `permission`; workers and models need their prefix in custom["actors"].
+    # Bodies check what the state alone cannot (who edited); they run before the state moves.
+
+    @transition(state, source=S.RECEIVED, target=S.VALIDATED, custom={"actors": (SYSTEM,)})
+    def validate(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state, source=S.VALIDATED, target=S.READY_FOR_REVIEW, custom={"actors": (SYSTEM, MODEL)}
+    )
+    def mark_ready_for_review(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state,
+        source=[S.VALIDATED, S.READY_FOR_REVIEW],
+        target=S.NEEDS_INFORMATION,
+        permission="intake.review_enquiry",
+    )
+    def request_information(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state,
+        source=S.NEEDS_INFORMATION,
+        target=S.READY_FOR_REVIEW,
+        permission="intake.review_enquiry",
+        custom={"actors": (SYSTEM,)},
+    )
+    def information_received(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state,
+        source=[S.VALIDATED, S.READY_FOR_REVIEW, S.NEEDS_INFORMATION, S.APPROVED],
+        target=S.READY_FOR_REVIEW,
+        permission="intake.review_enquiry",
+    )
+    def revise(self, *, actor, reason="", evidence=None):
+        """A new revision: any earlier approval does not carry over."""
+        self.approved_revision = None
+
+    @transition(
+        state, source=S.READY_FOR_REVIEW, target=S.APPROVED, permission="intake.approve_revision"
+    )
+    def approve(self, *, actor, reason="", evidence=None):
+        revision = self.revision
+        if revision.created_by_id is not None and revision.created_by_id == actor.pk:
+            raise PermissionDenied("A reviewer may not approve a revision they edited themselves.")
+        self.approved_revision = revision.number
+
+    @transition(
+        state,
+        source=[S.VALIDATED, S.READY_FOR_REVIEW, S.NEEDS_INFORMATION],
+        target=S.REJECTED,
+        permission="intake.review_enquiry",
+    )
+    def reject(self, *, actor, reason="", evidence=None):
+        self.closed_at = timezone.now()
+
+    @transition(state, source=S.APPROVED, target=S.SUBMITTED, custom={"actors": (SYSTEM,)})
+    def submit(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state, source=S.SUBMITTED, target=S.SUBMISSION_UNKNOWN, custom={"actors": (SYSTEM,)}
+    )
+    def mark_submission_unknown(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state,
+        source=[S.SUBMITTED, S.SUBMISSION_UNKNOWN],
+        target=S.APPROVED,
+        permission="intake.complete_enquiry",
+        custom={"actors": (SYSTEM,)},
+    )
+    def delivery_failed(self, *, actor, reason="", evidence=None):
+        """The write is known not to have happened: the approved revision waits for a person."""
+
+    @transition(
+        state,
+        source=[S.APPROVED, S.SUBMITTED, S.SUBMISSION_UNKNOWN],
+        target=S.CONFIRMED,
+        permission="intake.complete_enquiry",
+        custom={"actors": (SYSTEM,)},
+    )
+    def confirm(self, *, actor, reason="", evidence=None):
+        self.closed_at = timezone.now()
+
+    @transition(state, source=S.APPROVED, target=S.REJECTED, permission="intake.complete_enquiry")
+    def withdraw(self, *, actor, reason="", evidence=None):
+        """Delivery is cancelled for good (nothing reached the destination)."""
+        self.closed_at = timezone.now()
+
+
+class Revision(models.Model):
+    """The fields that will be written to the CRM, numbered; approval belongs to one revision."""
+
+    enquiry = models.ForeignKey(Enquiry, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    fields = models.JSONField(default=dict)
+    category = models.ForeignKey(Category, null=True, blank=True, on_delete=models.PROTECT)
+    origin = models.CharField(max_length=32, default="intake")  # intake, reviewer, extraction
+    note = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["enquiry", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["enquiry", "number"], name="revision_number_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.enquiry.reference} r{self.number}"
+
+
+class IntakeEvent(models.Model):
+    """A signed delivery; (source, event_id) is the event's identity, unique in the database."""
+
+    source = models.CharField(max_length=64)
+    event_id = models.CharField(max_length=255)
+    received_at = models.DateTimeField(default=timezone.now)
+    body = models.TextField()
+    body_sha256 = models.CharField(max_length=64)
+    enquiry = models.OneToOneField(
+        Enquiry, null=True, blank=True, on_delete=models.PROTECT, related_name="event"
+    )
+    deliveries = models.PositiveIntegerField(default=1)
+    last_delivery_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "event_id"], name="intake_event_identity")
+        ]
+
+    def __str__(self):
+        return f"{self.source}/{self.event_id}"
+
+
+class EventConflict(models.Model):
+    """The same event ID arrived with a different body: refused (409) and kept as evidence."""
+
+    event = models.ForeignKey(IntakeEvent, on_delete=models.CASCADE, related_name="conflicts")
+    received_at = models.DateTimeField(default=timezone.now)
+    body_sha256 = models.CharField(max_length=64)
+    body = models.TextField()
+
+    def __str__(self):
+        return f"conflict on event {self.event_id} at {self.received_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Suggestion(models.Model):
+    """One bounded classification: the raw output and what validation made of it."""
+
+    UNRESOLVED = "unresolved"
+
+    enquiry = models.ForeignKey(Enquiry, on_delete=models.CASCADE, related_name="suggestions")
+    revision = models.PositiveIntegerField()
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=120, blank=True)
+    prompt_version = models.CharField(max_length=32, blank=True)
+    raw_output = models.TextField(blank=True)
+    label = models.CharField(max_length=64)  # an active category slug, or "unresolved"
+    category = models.ForeignKey(Category, null=True, blank=True, on_delete=models.PROTECT)
+    confidence = models.FloatField(null=True, blank=True)
+    validation = models.CharField(max_length=200)  # "valid" or why it was turned away
+    explanation = models.TextField(blank=True)  # stored beside the message, never over it
+    created_at = models.DateTimeField(default=timezone.now)
+    # Filled by review: accepted as is, overridden, or left unresolved (classification quality).
+    review_outcome = models.CharField(max_length=16, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.provider}: {self.label} ({self.validation})"
+
+    @property
+    def unresolved(self):
+        return self.label == self.UNRESOLVED
+
+
+class Document(models.Model):
+    """An attached document version and what extraction proposed from it."""
+
+    enquiry = models.ForeignKey(Enquiry, on_delete=models.CASCADE, related_name="attached")
+    document_id = models.CharField(max_length=200)
+    version = models.CharField(max_length=40)
+    status = models.CharField(max_length=20, default="pending")  # extracted, access_denied, failed
+    extracted = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    corrected_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    corrected = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["enquiry", "document_id", "version"], name="document_version_unique"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.document_id} v{self.version} ({self.status})"

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class LedgerConfig(AppConfig):
+    name = "ledger"
+    verbose_name = "Ledger"
+
+    def ready(self):
+        from config import checks  # noqa: F401  (registers the timeout-order check)
+        from ledger import journal  # noqa: F401  (journals every transition)

@@ -1,0 +1,58 @@
+"""Writing the journal: every transition (through django-fsm's signal) and every action."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.dispatch import receiver
+from django_fsm.signals import post_transition
+
+from config.context import current_request_id
+from intake.models import Enquiry
+from intake.workflow import actor_label
+from ledger.models import JournalEntry
+
+
+def _subject(instance):
+    meta = instance._meta
+    enquiry_id = (
+        instance.pk if isinstance(instance, Enquiry) else getattr(instance, "enquiry_id", None)
+    )
+    return f"{meta.app_label}.{meta.model_name}", str(instance.pk), enquiry_id
+
+
+def record(subject, action, *, actor, reason="", evidence=None, from_state="", to_state=""):
+    """Append one journal row about ``subject`` (an enquiry, an operation, an integration)."""
+    subject_type, subject_id, enquiry_id = _subject(subject)
+    return JournalEntry.objects.create(
+        subject_type=subject_type,
+        subject_id=subject_id,
+        enquiry_id=enquiry_id,
+        action=action,
+        request_id=current_request_id(),
+        from_state=from_state,
+        to_state=to_state,
+        actor=actor_label(actor),
+        actor_user=actor if isinstance(actor, AbstractBaseUser) else None,
+        reason=reason or "",
+        evidence=evidence or {},
+    )
+
+
+@receiver(post_transition, dispatch_uid="handover.journal_transition")
+def journal_transition(sender, instance, name, source, target, method_kwargs, **kwargs):
+    # A transition outside a transaction could leave a journal row without its state change (or
+    # the reverse); services wrap transition + save in transaction.atomic().
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError(f"{sender.__name__}.{name} must run inside transaction.atomic()")
+    subject_type, _, _ = _subject(instance)
+    evidence = dict(method_kwargs.get("evidence") or {})
+    if "exception" in kwargs:
+        evidence["exception"] = repr(kwargs["exception"])
+    record(
+        instance,
+        f"{subject_type}.{name}",
+        actor=method_kwargs.get("actor"),
+        reason=method_kwargs.get("reason", ""),
+        evidence=evidence,
+        from_state=source,
+        to_state=target,
+    )

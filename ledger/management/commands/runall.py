@@ -1,0 +1,100 @@
+"""`make run`: the whole product in one command, stopped cleanly by Ctrl-C.
+
+This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, seeds a demo
+database once, then supervises the sandbox, a django-q2 cluster and the web server. If any
+child dies, everything stops: a half-running product is worse than a stopped one.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run the sandbox, a django-q2 cluster and the web server until Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--sandbox-port", type=int, default=8765)
+        parser.add_argument("--no-sandbox", action="store_true")
+
+    def handle(self, *args, host, port, sandbox_port, no_sandbox, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        from django.contrib.auth import get_user_model
+
+        if not get_user_model().objects.exists():
+            call_command("seed_demo")
+        call_command("collectstatic", interactive=False, verbosity=0)
+        base = settings.BASE_DIR
+        env = dict(os.environ)
+        children = {}
+        if not no_sandbox:
+            children["sandbox"] = [
+                sys.executable,
+                "-m",
+                "sandbox",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(sandbox_port),
+                "--data",
+                str(base / "var" / "sandbox.sqlite3"),
+            ]
+        children["workers"] = [sys.executable, "manage.py", "qcluster"]
+        children["web"] = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "config.wsgi:application",
+            "--bind",
+            f"{host}:{port}",
+            "--workers",
+            "2",
+            "--threads",
+            "4",
+            "--access-logfile",
+            "-",
+        ]
+        procs = {}
+        stopping = False
+
+        def stop(*_):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            for name, cmd in children.items():
+                # Own process group, so Ctrl-C reaches children through us, in order.
+                procs[name] = subprocess.Popen(cmd, cwd=base, env=env, start_new_session=True)
+            self.stdout.write(self.style.SUCCESS(f"Handover is running on http://{host}:{port}/"))
+            self.stdout.write(
+                "Demo logins: coordinator, reviewer, admin (password: see above, "
+                "or DEMO_PASSWORD in .env). Ctrl-C stops everything."
+            )
+            while not stopping:
+                for name, proc in procs.items():
+                    if proc.poll() is not None:
+                        self.stderr.write(f"{name} exited with {proc.returncode}; stopping.")
+                        stopping = True
+                time.sleep(0.3)
+        finally:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for proc in procs.values():
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            self.stdout.write("Stopped.")

@@ -1,0 +1,265 @@
+import hashlib
+import json
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+from intake.models import Enquiry
+from intake.workflow import SYSTEM
+
+
+class JournalQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise PermissionError("The journal is append-only.")
+
+    def delete(self):
+        raise PermissionError("The journal is append-only.")
+
+
+class JournalEntry(models.Model):
+    """One row per change of state or operator action, written in the same transaction.
+
+    Append-only: the model refuses update and delete, and a PostgreSQL trigger (migration 0001)
+    refuses UPDATE, DELETE and TRUNCATE for everyone who reaches the table directly.
+    """
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    subject_type = models.CharField(max_length=64)  # "intake.enquiry", "ledger.operation", ...
+    subject_id = models.CharField(max_length=64)
+    # Every row belongs to an enquiry where there is one, so its page reads one index.
+    enquiry = models.ForeignKey(
+        Enquiry, null=True, blank=True, on_delete=models.PROTECT, related_name="journal"
+    )
+    action = models.CharField(max_length=100)  # dotted: "intake.enquiry.approve"
+    request_id = models.CharField(max_length=64, blank=True)
+    from_state = models.CharField(max_length=32, blank=True)
+    to_state = models.CharField(max_length=32, blank=True)
+    actor = models.CharField(max_length=150)  # user:<name>, system:<worker>, model:<name@v>
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    evidence = models.JSONField(default=dict, blank=True)
+
+    objects = JournalQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["at", "id"]
+        verbose_name_plural = "journal entries"
+        indexes = [
+            # The item page reads one subject's history in order.
+            models.Index(fields=["subject_type", "subject_id", "at"], name="journal_subject"),
+        ]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.from_state}->{self.to_state}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise PermissionError("The journal is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("The journal is append-only.")
+
+
+class Integration(models.Model):
+    """An external system Handover writes to or reads from, and how carefully."""
+
+    CRM, NOTIFY, DOCUMENTS, APPOINTMENTS = "crm", "notify", "documents", "appointments"
+    NAMES = [
+        (CRM, "CRM"),
+        (NOTIFY, "Notifications"),
+        (DOCUMENTS, "Documents"),
+        (APPOINTMENTS, "Appointments"),
+    ]
+
+    name = models.SlugField(unique=True, choices=NAMES)
+    base_url = models.URLField()
+    token = models.CharField(max_length=200, blank=True)
+    timeout_seconds = models.FloatField(default=10.0)
+    retry_budget = models.PositiveIntegerField(default=3, help_text="Attempts before 'failed'.")
+    backoff_seconds = models.FloatField(default=2.0, help_text="First retry delay; doubles.")
+    supports_lookup = models.BooleanField(default=True)
+    supports_idempotency_key = models.BooleanField(default=True)
+    settle_delay_seconds = models.FloatField(
+        default=0.0, help_text="How long the destination's search may lag its writes."
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    paused = models.BooleanField(default=False)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    pause_reason = models.TextField(blank=True)
+    # Resuming does not release the backlog: an admin reviews it first (ledger.services).
+    awaiting_backlog_review = models.BooleanField(default=False)
+
+    class Meta:
+        permissions = [("pause_integration", "Can pause and resume an integration")]
+
+    def __str__(self):
+        return self.get_name_display()
+
+
+class OperationState(models.TextChoices):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    SUBMITTED = "submitted"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+
+Op = OperationState
+UNRESOLVED_OPERATION_STATES = [Op.FAILED, Op.UNKNOWN]
+
+
+def payload_hash(payload) -> str:
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Operation(ConcurrentTransitionMixin, models.Model):
+    """One external action, recorded before it is attempted; the ledger is the truth."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    enquiry = models.ForeignKey(Enquiry, on_delete=models.PROTECT, related_name="operations")
+    action = models.CharField(max_length=40)  # a key of ledger.policies.POLICIES
+    revision = models.PositiveIntegerField()
+    # <enquiry id>:<action>:r<revision>; made once, reused on every attempt.
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    payload = models.JSONField(default=dict)
+    payload_hash = models.CharField(max_length=64)
+    integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="+")
+    state = FSMField(default=Op.PROPOSED, choices=Op.choices, protected=True)
+    compensates = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensations"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    attempt_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    task_enqueued_at = models.DateTimeField(null=True, blank=True)
+    last_error_class = models.CharField(max_length=32, blank=True)
+    last_error_message = models.TextField(blank=True)
+    # Why a person must look: "lookup_unavailable", "duplicate_records", "retry_budget", ...
+    attention = models.CharField(max_length=40, blank=True)
+    external_id = models.CharField(max_length=200, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        permissions = [
+            ("triage_operation", "Can reconcile, reassign, complete by hand and cancel"),
+            ("recover_operation", "Can retry and compensate (changes an external system)"),
+        ]
+        indexes = [
+            # The queue and the sweeper look only at unresolved or in-flight rows.
+            models.Index(
+                fields=["state", "state_changed_at"],
+                name="operation_open",
+                condition=models.Q(state__in=["approved", "submitted", "failed", "unknown"]),
+            ),
+        ]
+
+    def __str__(self):
+        return self.idempotency_key
+
+    @staticmethod
+    def make_key(enquiry_id, action, revision) -> str:
+        return f"{enquiry_id}:{action}:r{revision}"
+
+    # --- transitions ------------------------------------------------------------------------
+    @transition(
+        state,
+        source=Op.PROPOSED,
+        target=Op.APPROVED,
+        permission="intake.approve_revision",
+        custom={"actors": (SYSTEM,)},
+    )
+    def approve(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state, source=[Op.APPROVED, Op.UNKNOWN], target=Op.SUBMITTED, custom={"actors": (SYSTEM,)}
+    )
+    def submit(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state,
+        source=[Op.SUBMITTED, Op.UNKNOWN, Op.FAILED],
+        target=Op.CONFIRMED,
+        permission="ledger.triage_operation",
+        custom={"actors": (SYSTEM,)},
+    )
+    def confirm(self, *, actor, reason="", evidence=None):
+        self.attention = ""
+
+    @transition(
+        state, source=[Op.SUBMITTED, Op.UNKNOWN], target=Op.UNKNOWN, custom={"actors": (SYSTEM,)}
+    )
+    def mark_unknown(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state, source=[Op.SUBMITTED, Op.UNKNOWN], target=Op.FAILED, custom={"actors": (SYSTEM,)}
+    )
+    def fail(self, *, actor, reason="", evidence=None):
+        pass
+
+    @transition(
+        state,
+        source=[Op.FAILED, Op.UNKNOWN],
+        target=Op.APPROVED,
+        permission="ledger.recover_operation",
+        custom={"actors": (SYSTEM,)},
+    )
+    def retry(self, *, actor, reason="", evidence=None):
+        self.attention = ""
+
+    @transition(
+        state,
+        source=[Op.PROPOSED, Op.APPROVED, Op.FAILED],
+        target=Op.CANCELLED,
+        permission="ledger.triage_operation",
+        custom={"actors": (SYSTEM,)},
+    )
+    def cancel(self, *, actor, reason="", evidence=None):
+        self.attention = ""
+
+
+class Attempt(models.Model):
+    """One try at the destination (a call or a lookup), recorded before the call is made."""
+
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, default="call")  # call, lookup
+    worker = models.CharField(max_length=120)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    request_summary = models.JSONField(default=dict)
+    response_status = models.PositiveIntegerField(null=True, blank=True)
+    response_body = models.TextField(blank=True)  # truncated
+    error_class = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    outcome = models.CharField(max_length=32, blank=True)  # success, transient, uncertain, ...
+
+    class Meta:
+        ordering = ["operation", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "number"], name="attempt_number_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.operation_id} #{self.number} {self.kind}: {self.outcome or 'in flight'}"

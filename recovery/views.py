@@ -1,0 +1,5 @@
+from django.shortcuts import render
+
+
+def queue(request):
+    return render(request, "recovery/queue.html", {})

@@ -1,0 +1,65 @@
+import io
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+
+def test_healthz_reports_database_and_queue(client, db):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["database"] == "ok"
+    assert body["queue"] == "ok"
+
+
+def test_healthz_refuses_post(client, db):
+    assert client.post("/healthz").status_code == 405
+
+
+def test_console_requires_login(client, db):
+    response = client.get("/console/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=/console/")
+
+
+def test_login_page_renders(client, db):
+    response = client.get(reverse("login"))
+    assert response.status_code == 200
+    assert b"Log in" in response.content
+
+
+def test_roles_exist_with_their_permissions(db):
+    from django.contrib.auth.models import Group
+
+    perms = {
+        g.name: {f"{p.content_type.app_label}.{p.codename}" for p in g.permissions.all()}
+        for g in Group.objects.prefetch_related("permissions__content_type")
+    }
+    assert set(perms) >= {"coordinator", "reviewer", "admin"}
+    assert "intake.approve_revision" in perms["reviewer"]
+    assert "intake.approve_revision" not in perms["coordinator"]
+    assert "ledger.recover_operation" not in perms["coordinator"]
+    assert "ledger.recover_operation" in perms["admin"]
+
+
+def test_no_missing_migrations(db):
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+def test_seed_demo_creates_a_user_per_role(db, monkeypatch, capsys):
+    from django.contrib.auth import authenticate
+
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-pass-123")
+    call_command("seed_demo")
+    for name in ("coordinator", "reviewer", "admin"):
+        user = authenticate(username=name, password="demo-pass-123")
+        assert user is not None and user.groups.filter(name=name).exists()
+
+
+@pytest.mark.parametrize("user", ["coordinator", "reviewer", "admin"])
+def test_each_demo_user_can_log_in(client, db, monkeypatch, user):
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-pass-123")
+    call_command("seed_demo", stdout=io.StringIO())
+    response = client.post(reverse("login"), {"username": user, "password": "demo-pass-123"})
+    assert response.status_code == 302

@@ -1,0 +1,60 @@
+import os
+import subprocess
+import sys
+
+from django.conf import settings
+from django.core.checks import Error
+from django.test import override_settings
+
+from config.checks import timeouts_are_ordered
+
+
+def test_ordered_timeouts_pass():
+    assert timeouts_are_ordered(None) == []
+
+
+@override_settings(CONNECTOR_TIMEOUT_SECONDS=70)
+def test_connector_timeout_above_cluster_timeout_fails():
+    errors = timeouts_are_ordered(None)
+    assert [e.id for e in errors] == ["handover.E002"]
+    assert isinstance(errors[0], Error)
+
+
+@override_settings(Q_CLUSTER={**settings.Q_CLUSTER, "timeout": 90, "retry": 90})
+def test_timeout_equal_to_retry_fails():
+    assert [e.id for e in timeouts_are_ordered(None)] == ["handover.E002"]
+
+
+def _manage(*args, **env):
+    full_env = {k: v for k, v in os.environ.items() if k != "PYTEST_VERSION"}
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings():
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DEBUG="0",
+        SECURE="1",
+        HANDOVER_TESTING="0",
+        SECRET_KEY="x7$Zq!9wLr2@pVn4#tBm8^sKc6&dHf1*gJy3(uE5)aQo0_iRe-TbWvXzYpNqMlKj",
+        ALLOWED_HOSTS="handover.example.org",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNINGS" not in result.stderr
+
+
+def test_a_bad_value_fails_loudly():
+    result = _manage("check", Q_WORKERS="two", DEBUG="1")
+    assert result.returncode != 0
+    assert "Q_WORKERS='two' is not a whole number" in result.stderr
