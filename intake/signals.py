@@ -1,0 +1,18 @@
+"""How intake tells the layers above that something happened, without importing them.
+
+Both are sent inside the transaction that made the change, so a receiver's writes (the ledger
+proposing operations) commit or roll back with it.
+"""
+
+from django.dispatch import Signal
+
+# An enquiry was received and validated. kwargs: enquiry, event.
+enquiry_received = Signal()
+
+# Revision N+1 of an enquiry was made (an edit); any approval of an older revision is void.
+# kwargs: enquiry, revision, previous_revision (number), actor, reason.
+revision_created = Signal()
+
+# A repeated delivery arrived for an event whose enquiry exists. kwargs: enquiry, event.
+# The ledger nudges stuck work (reconcile now); it never restarts it or creates new work.
+event_redelivered = Signal()
