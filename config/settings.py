@@ -72,6 +72,7 @@ _db = dj_database_url.parse(
     conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
     conn_health_checks=True,
 )
+_db.setdefault("OPTIONS", {})
 if "host" in _db["OPTIONS"]:  # the embedded server listens on a socket directory
     _db["HOST"] = _db["OPTIONS"].pop("host")
 _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_handover")}
