@@ -1,6 +1,7 @@
 """Handover settings, read from the environment (see .env.example for every variable)."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -28,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_q",
+    "axes",
     "intake",
     "ledger",
     "recovery",
@@ -42,9 +44,12 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.security.ForbiddenLogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.security.SessionTimeoutMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into its page
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -92,6 +97,22 @@ AUTH_PASSWORD_VALIDATORS = [
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# django-axes first: it refuses a locked-out login before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "config.security.HandoverAxesBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Lock out a username from one address only: a flood against one account (or from one
+# office's shared address) never locks anybody else out.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "config.security.client_ip"
+# Trusted reverse proxies in front of the web nodes (0 = none: REMOTE_ADDR is the client).
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -123,6 +144,8 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_AGE = env_int("SESSION_ABSOLUTE_SECONDS", 12 * 3600, minimum=60)
 SESSION_IDLE_SECONDS = env_int("SESSION_IDLE_SECONDS", 30 * 60, minimum=60)
 X_FRAME_OPTIONS = "DENY"
+# Personal fields of closed enquiries are redacted this long after closing (purge_personal_data).
+PERSONAL_DATA_RETENTION_DAYS = env_int("PERSONAL_DATA_RETENTION_DAYS", 365, minimum=1)
 
 # --- Handover ---------------------------------------------------------------------------------
 WORKFLOW_VERSION = "2026.11"
@@ -130,6 +153,14 @@ WORKFLOW_VERSION = "2026.11"
 INTAKE_SECRETS = env_json("INTAKE_SECRETS", {})
 INTAKE_MAX_BODY_BYTES = env_int("INTAKE_MAX_BODY_BYTES", 64 * 1024, minimum=1024)
 INTAKE_TIMESTAMP_TOLERANCE_SECONDS = env_int("INTAKE_TIMESTAMP_TOLERANCE_SECONDS", 300, minimum=1)
+# Category suggester: "keywords" (deterministic, configured per category in the admin) or
+# "openai" (any OpenAI-compatible chat-completions endpoint: Ollama, vLLM, llama.cpp).
+SUGGESTER = env_str("SUGGESTER", "keywords")
+SUGGESTER_MIN_CONFIDENCE = env_float("SUGGESTER_MIN_CONFIDENCE", 0.6, minimum=0.0)
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+OPENAI_MODEL = env_str("OPENAI_MODEL", "llama3.2")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
+OPENAI_TIMEOUT_SECONDS = env_float("OPENAI_TIMEOUT_SECONDS", 20.0, minimum=0.1)
 
 SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765")
 INTEGRATIONS = {
