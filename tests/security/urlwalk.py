@@ -1,0 +1,165 @@
+"""Walk the project's URL resolver and turn every pattern into real URLs to request.
+
+The security tests use this instead of a list of URLs, so a view the console owner adds later
+is checked without anyone editing the tests. Path arguments are filled from whatever the
+database holds (the demo seed plus a few rows per state, see conftest.py): the argument's
+name picks the likely model, its converter the kind of value.
+"""
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.urls.converters import IntConverter, UUIDConverter
+from django.urls.resolvers import RoutePattern
+
+_PLACEHOLDER = re.compile(r"<(?:(?P<conv>[^>:]+):)?(?P<name>\w+)>")
+MAX_URLS_PER_ROUTE = 40
+
+
+@dataclass
+class Route:
+    route: str  # "console/operations/<uuid:op_id>/retry/" (regex text for regex patterns)
+    callback: object
+    name: str | None
+    converters: dict = field(default_factory=dict)
+    is_regex: bool = False
+
+    @property
+    def module(self) -> str:
+        view_class = getattr(self.callback, "view_class", None)
+        return (view_class or self.callback).__module__
+
+    @property
+    def normalized(self) -> str:
+        """The route with converter names dropped: "intake/events/<source>/"."""
+        return _PLACEHOLDER.sub(lambda m: f"<{m['name']}>", self.route)
+
+    @property
+    def arg_names(self) -> list[str]:
+        return [m["name"] for m in _PLACEHOLDER.finditer(self.route)]
+
+    def __str__(self):
+        return f"/{self.route} -> {self.module}"
+
+
+def walk(patterns=None, prefix="", converters=None, is_regex=False):
+    """Every URLPattern under the root resolver, with its full route text."""
+    if patterns is None:
+        patterns = get_resolver().url_patterns
+    for entry in patterns:
+        pattern = entry.pattern
+        regex = is_regex or not isinstance(pattern, RoutePattern)
+        text = prefix + str(pattern)
+        merged = {**(converters or {}), **getattr(pattern, "converters", {})}
+        if isinstance(entry, URLResolver):
+            yield from walk(entry.url_patterns, text, merged, regex)
+        elif isinstance(entry, URLPattern):
+            yield Route(text, entry.callback, entry.name, merged, regex)
+
+
+def console_routes(modules=("recovery.", "ledger.")):
+    """Routes whose views live in the console apps: every page and every action button."""
+    return [r for r in walk() if r.module.startswith(modules)]
+
+
+# --- filling path arguments -----------------------------------------------------------------
+
+
+def candidate_pool():
+    """Candidate values from the database, by kind (uuid, int, str), a few per state."""
+    from django.contrib.auth import get_user_model
+
+    from intake.models import Category, Enquiry, Revision
+    from ledger.models import Attempt, Integration, JournalEntry, Operation
+
+    def per_state(queryset, *fields):
+        seen, rows = set(), []
+        for row in queryset.order_by("pk").values_list("state", *fields):
+            if row[0] not in seen:
+                seen.add(row[0])
+                rows.append(row[1:])
+        return rows
+
+    enquiries = per_state(Enquiry.objects, "pk", "reference")
+    operations = per_state(Operation.objects, "pk")
+    users = list(get_user_model().objects.order_by("pk").values_list("pk", "username")[:5])
+    integrations = list(Integration.objects.order_by("pk").values_list("pk", "name"))
+    categories = list(Category.objects.order_by("pk").values_list("pk", "slug"))
+    numbers = sorted(set(Revision.objects.values_list("number", flat=True)) | {1})
+    attempts = list(Attempt.objects.order_by("pk").values_list("pk", flat=True)[:3])
+    journal = list(JournalEntry.objects.order_by("pk").values_list("pk", flat=True)[:2])
+    return {
+        "operation": {"uuid": [str(pk) for (pk,) in operations], "int": attempts},
+        "enquiry": {
+            "uuid": [str(pk) for pk, _ in enquiries],
+            "str": [ref for _, ref in enquiries],
+        },
+        "integration": {
+            "int": [pk for pk, _ in integrations],
+            "str": [name for _, name in integrations],
+        },
+        "category": {"int": [pk for pk, _ in categories], "str": [s for _, s in categories]},
+        "user": {"int": [pk for pk, _ in users], "str": [name for _, name in users]},
+        "revision": {"int": numbers},
+        "attempt": {"int": attempts},
+        "journal": {"int": journal},
+    }
+
+
+_HINTS = [
+    (re.compile(r"^(op|ops|operation)(_?id|_?pk)?$|operation"), "operation"),
+    (re.compile(r"enquiry|reference|^ref$"), "enquiry"),
+    (re.compile(r"integration|^name$|^system$"), "integration"),
+    (re.compile(r"categor|^slug$"), "category"),
+    (re.compile(r"user|owner|username"), "user"),
+    (re.compile(r"revision|^number$|^n$"), "revision"),
+    (re.compile(r"attempt"), "attempt"),
+    (re.compile(r"journal|entry"), "journal"),
+]
+
+
+def _kind(converter) -> str:
+    if isinstance(converter, UUIDConverter):
+        return "uuid"
+    if isinstance(converter, IntConverter):
+        return "int"
+    return "str"
+
+
+def _candidates(name, converter, pool):
+    kind = _kind(converter)
+    hinted = [model for rx, model in _HINTS if rx.search(name)]
+    models = hinted or list(pool)
+    values = []
+    for model in models:
+        values += pool[model].get(kind, [])
+    if not values and kind == "str":  # a str argument may still hold a UUID or a number
+        for model in models:
+            values += [str(v) for v in pool[model].get("uuid", []) + pool[model].get("int", [])]
+    return list(dict.fromkeys(values)) or ["0"]
+
+
+def urls_for(route: Route, pool=None) -> list[str]:
+    """Concrete URLs for a route, one per combination of candidate arguments (bounded)."""
+    if route.is_regex:
+        raise AssertionError(
+            f"{route}: regex URL patterns cannot be walked; use path() in the console apps."
+        )
+    pool = pool if pool is not None else candidate_pool()
+    placeholders = list(_PLACEHOLDER.finditer(route.route))
+    if not placeholders:
+        return ["/" + route.route]
+    choices = [_candidates(m["name"], route.converters.get(m["name"]), pool) for m in placeholders]
+    urls = []
+    for combo in itertools.islice(itertools.product(*choices), MAX_URLS_PER_ROUTE):
+        values = iter(combo)
+        urls.append(
+            "/"
+            + _PLACEHOLDER.sub(
+                lambda m, values=values: route.converters[m["name"]].to_url(next(values)),
+                route.route,
+            )
+        )
+    return urls
