@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import re
 import signal
 import socket
@@ -31,7 +32,14 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
 
-from sandbox.store import DEFAULT_CAPABILITIES, Fault, IdempotencyConflict, Store, iso, utc_now
+from sandbox.store import (
+    DEFAULT_CAPABILITIES,
+    Fault,
+    IdempotencyKeyReusedError,
+    Store,
+    iso,
+    utc_now,
+)
 
 logger = logging.getLogger("sandbox")
 
@@ -74,14 +82,22 @@ DOC_ID = r"(?P<doc_id>[A-Za-z0-9][A-Za-z0-9._:-]{0,199})"
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, code: str, detail: str = "") -> None:
+    def __init__(
+        self, status: int, code: str, detail: str = "", headers: Iterable[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(f"{status} {code}: {detail}")
         self.status = status
         self.code = code
         self.detail = detail
+        self.headers = list(headers)
+
+    def response(self) -> Response:
+        response = error_response(self.status, self.code, self.detail)
+        response.headers.extend(self.headers)
+        return response
 
 
-class DropConnection(Exception):  # noqa: N818 - it is an instruction, not an error
+class DropConnection(Exception):
     """Raised by a handler path to close the TCP connection without any HTTP response."""
 
 
@@ -216,7 +232,7 @@ class SandboxApp:
                 return route.handler(request, **params)
             return self._call_service(route, request, params)
         except HttpError as exc:
-            return error_response(exc.status, exc.code, exc.detail)
+            return exc.response()
 
     def _authorize(self, request: Request) -> None:
         if self.token is None:
@@ -236,7 +252,8 @@ class SandboxApp:
                 return route, match.groupdict()
             allowed.append(route.method)
         if allowed:
-            raise HttpError(405, "method_not_allowed", f"allowed: {', '.join(sorted(allowed))}")
+            methods = ", ".join(sorted(allowed))
+            raise HttpError(405, "method_not_allowed", f"allowed: {methods}", [("Allow", methods)])
         raise HttpError(404, "not_found", f"no route for {request.path}")
 
     def _call_service(self, route: Route, request: Request, params: dict[str, str]) -> Response:
@@ -269,7 +286,7 @@ class SandboxApp:
         try:
             return route.handler(request, **params)
         except HttpError as exc:
-            return error_response(exc.status, exc.code, exc.detail)
+            return exc.response()
 
     def _build_routes(self) -> list[Route]:
         def route(method: str, path: str, handler: Callable[..., Response], target=None) -> Route:
@@ -305,7 +322,7 @@ class SandboxApp:
         key = self._idempotency_key(request)
         try:
             created = self.store.create_enquiry(payload, key)
-        except IdempotencyConflict as exc:
+        except IdempotencyKeyReusedError as exc:
             raise idempotency_error() from exc
         return created_response(created, status=201)
 
@@ -342,7 +359,7 @@ class SandboxApp:
         delay_ms = float(self.store.capabilities()["delivery_delay_ms"])
         try:
             created = self.store.send_message(payload, key, delay_ms)
-        except IdempotencyConflict as exc:
+        except IdempotencyKeyReusedError as exc:
             raise idempotency_error() from exc
         return created_response(created, status=202)
 
@@ -461,6 +478,8 @@ def send(response: Response, start_response: Callable[..., Any]) -> list[bytes]:
         ("Content-Type", "application/json"),
         ("Content-Length", str(len(payload))),
         ("Cache-Control", "no-store"),
+        # Lets a test harness tell its own child from another process on the same port.
+        ("X-Sandbox-Pid", str(os.getpid())),
         *response.headers,
     ]
     phrase = HTTPStatus(response.status).phrase
@@ -612,5 +631,22 @@ def serve(
         "on" if token else "off",
         threads,
     )
-    server.run()
+    try:
+        server.run()
+    finally:
+        close_waitress_server(server)
     logger.info("sandbox stopped")
+
+
+def close_waitress_server(server: Any) -> None:
+    """Close the listening socket, open connections and waitress's wake-up pipe.
+
+    A single-socket waitress server's run() only stops the worker threads on SystemExit.
+    """
+    from waitress import wasyncore
+
+    socket_map = getattr(server, "map", None) or getattr(server, "_map", None)
+    if socket_map:
+        wasyncore.close_all(socket_map)
+    else:
+        server.close()

@@ -19,7 +19,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -101,17 +101,17 @@ CREATE TABLE IF NOT EXISTS capabilities (
 );
 """
 
-# Tables emptied by a reset; the schema itself stays.
-DATA_TABLES = (
-    "crm_enquiries",
-    "notify_messages",
-    "doc_versions",
-    "doc_access",
-    "idempotency_keys",
-    "faults",
-    "faults_fired",
-    "request_counts",
-    "capabilities",
+# A reset empties every table but keeps the schema.
+RESET_STATEMENTS = (
+    "DELETE FROM crm_enquiries",
+    "DELETE FROM notify_messages",
+    "DELETE FROM doc_versions",
+    "DELETE FROM doc_access",
+    "DELETE FROM idempotency_keys",
+    "DELETE FROM faults",
+    "DELETE FROM faults_fired",
+    "DELETE FROM request_counts",
+    "DELETE FROM capabilities",
 )
 
 DEFAULT_CAPABILITIES: dict[str, Any] = {
@@ -125,7 +125,7 @@ DEFAULT_CAPABILITIES: dict[str, Any] = {
 BUSY_TIMEOUT_SECONDS = 30.0
 
 
-class IdempotencyConflict(Exception):
+class IdempotencyKeyReusedError(Exception):
     """The Idempotency-Key was already used with a different request body."""
 
 
@@ -263,8 +263,8 @@ class Store:
 
     def reset(self) -> None:
         with self._write() as conn:
-            for table in DATA_TABLES:
-                conn.execute(f"DELETE FROM {table}")
+            for statement in RESET_STATEMENTS:
+                conn.execute(statement)
 
     def stats(self) -> dict[str, Any]:
         with self._read() as conn:
@@ -280,11 +280,21 @@ class Store:
                     "total": crm["total"],
                     "open": crm["total"] - crm["closed"],
                     "closed": crm["closed"],
-                    "by_reference": _count_by(conn, "crm_enquiries", "reference"),
+                    "by_reference": _count_by_reference(
+                        conn.execute(
+                            "SELECT reference, COUNT(*) AS n FROM crm_enquiries "
+                            "GROUP BY reference ORDER BY reference"
+                        )
+                    ),
                 },
                 "notify": {
                     "total": notify_total,
-                    "by_reference": _count_by(conn, "notify_messages", "reference"),
+                    "by_reference": _count_by_reference(
+                        conn.execute(
+                            "SELECT reference, COUNT(*) AS n FROM notify_messages "
+                            "GROUP BY reference ORDER BY reference"
+                        )
+                    ),
                 },
                 "docs": {"total": docs["total"], "versions": docs["versions"]},
                 "requests": {
@@ -461,7 +471,7 @@ class Store:
                 ).fetchone()
                 if seen is not None:
                     if seen["body_hash"] != fingerprint:
-                        raise IdempotencyConflict(idempotency_key)
+                        raise IdempotencyKeyReusedError(idempotency_key)
                     return Created(json.loads(seen["response"]), replayed=True)
             response = insert(conn)
             if idempotency_key is not None:
@@ -523,11 +533,8 @@ def _faults_fired(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
     return fired
 
 
-def _count_by(conn: sqlite3.Connection, table: str, column: str) -> dict[str, int]:
-    rows = conn.execute(
-        f"SELECT {column} AS key, COUNT(*) AS n FROM {table} GROUP BY {column} ORDER BY {column}"
-    )
-    return {row["key"]: row["n"] for row in rows}
+def _count_by_reference(rows: Iterable[sqlite3.Row]) -> dict[str, int]:
+    return {row["reference"]: row["n"] for row in rows}
 
 
 def _enquiry(row: sqlite3.Row) -> dict[str, Any]:

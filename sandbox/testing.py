@@ -1,0 +1,251 @@
+"""Run the sandbox as a real, separate process from tests.
+
+    with SandboxProcess() as sandbox:
+        sandbox.start(tmp_path / "sandbox.sqlite3")
+        sandbox.fault("crm.create", "timeout_after_commit", delay_ms=1500)
+        ...  # point the code under test at sandbox.url
+        assert sandbox.stats()["crm"]["total"] == 1
+
+The child is ``python -m sandbox`` (no Django), its output goes to ``<data>.log`` next to the
+data file, and the control calls use only the standard library so this helper adds no
+dependency to the tests that use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+STARTUP_TIMEOUT_SECONDS = 15.0
+STOP_TIMEOUT_SECONDS = 10.0
+CONTROL_TIMEOUT_SECONDS = 10.0
+LOG_TAIL_CHARS = 4000
+
+# Control calls go straight to the local process, never through an environment proxy.
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class SandboxError(RuntimeError):
+    """The sandbox process did not start, or a control call failed."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+class SandboxProcess:
+    def __init__(self, host: str = "127.0.0.1", startup_timeout: float = STARTUP_TIMEOUT_SECONDS):
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self.data_path: Path | None = None
+        self.port: int | None = None
+        self.token: str | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(
+        self, data_path: str | os.PathLike[str], port: int | None = None, token: str | None = None
+    ) -> SandboxProcess:
+        """Launch the sandbox on ``port`` (a free one when None) and wait until it answers."""
+        if self.running:
+            raise SandboxError(f"sandbox already running at {self.url}")
+        self.data_path = Path(data_path)
+        self.port = port or free_port(self.host)
+        self.token = token
+        self._launch()
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM, then wait for an orderly exit (SIGKILL if it does not come)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: a crash. Whatever the sandbox had committed must survive it."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    def restart(self) -> None:
+        """Stop (if still running) and start again on the same port, data file and token."""
+        if self.data_path is None:
+            raise SandboxError("restart() before start()")
+        self.stop()
+        self._launch()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise SandboxError("sandbox not started")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        if self.data_path is None:
+            raise SandboxError("sandbox not started")
+        return self.data_path.with_name(self.data_path.name + ".log")
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """Headers a service call needs: the bearer token when one is set."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def __enter__(self) -> SandboxProcess:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- control plane -------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        return self._control("GET", "/_sandbox/stats")
+
+    def reset(self) -> dict[str, Any]:
+        return self._control("POST", "/_sandbox/reset")
+
+    def fault(
+        self, target: str, mode: str, count: int = 1, delay_ms: int | None = None
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {"target": target, "mode": mode, "count": count}
+        if delay_ms is not None:
+            payload["delay_ms"] = delay_ms
+        return self._control("POST", "/_sandbox/faults", payload)
+
+    def clear_faults(self) -> dict[str, Any]:
+        return self._control("DELETE", "/_sandbox/faults")
+
+    def capabilities(self, **changes: Any) -> dict[str, Any]:
+        """Change the given capabilities (none: just read them); returns the full set."""
+        if not changes:
+            return self._control("GET", "/_sandbox/capabilities")
+        return self._control("POST", "/_sandbox/capabilities", changes)
+
+    def set_doc_access(self, doc_id: str, allowed: bool) -> dict[str, Any]:
+        return self._control("POST", f"/_sandbox/docs/{doc_id}/access", {"allowed": allowed})
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _launch(self) -> None:
+        if self.data_path is None or self.port is None:
+            raise SandboxError("sandbox not started")
+        command = [
+            sys.executable,
+            "-m",
+            "sandbox",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--data",
+            str(self.data_path),
+        ]
+        if self.token:
+            command += ["--token", self.token]
+        self.data_path.parent.mkdir(parents=True, exist_ok=True)
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        # The child keeps its own copy of the descriptor; ours can close at once.
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_child_environment(),
+            )
+        self._wait_until_ready(log_offset)
+
+    def _wait_until_ready(self, log_offset: int) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            code = self._process.poll() if self._process else -1
+            if code is not None:
+                self._process = None
+                raise SandboxError(
+                    f"sandbox exited with code {code} before answering on {self.url}; "
+                    f"its output:\n{self._log_since(log_offset)}"
+                )
+            if self._answers_as_our_child():
+                return
+            time.sleep(0.05)
+        self.kill()
+        raise SandboxError(
+            f"sandbox did not answer on {self.url} within {self.startup_timeout:.0f}s; "
+            f"its output:\n{self._log_since(log_offset)}"
+        )
+
+    def _answers_as_our_child(self) -> bool:
+        # Check the responder's pid: another process may hold the port we picked.
+        request = urllib.request.Request(self.url + "/_sandbox/stats")
+        try:
+            with _opener.open(request, timeout=1.0) as response:
+                response.read()
+                return response.headers.get("X-Sandbox-Pid") == str(self.pid)
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                text = log.read().decode("utf-8", "replace")
+        except OSError as exc:
+            return f"(no output: {exc})"
+        return text[-LOG_TAIL_CHARS:] or "(no output)"
+
+    def _control(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with _opener.open(request, timeout=CONTROL_TIMEOUT_SECONDS) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            with exc:  # an HTTPError holds the open response; close it
+                body = exc.read().decode("utf-8", "replace")
+            raise SandboxError(f"{method} {path} -> {exc.code}: {body}") from None
+
+
+def _child_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    # `python -m sandbox` must find this package whatever the caller's working directory.
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if part
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

@@ -1,0 +1,65 @@
+"""Fixtures for the sandbox's own tests: each test gets a fresh sandbox process."""
+
+import time
+
+import pytest
+import requests
+
+from sandbox.testing import SandboxProcess
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """A running sandbox on a free port, with a fresh data file; stopped after the test."""
+    with SandboxProcess() as process:
+        process.start(tmp_path / "sandbox.sqlite3")
+        yield process
+
+
+class Api:
+    """`requests` calls against one sandbox, sending its bearer token when it has one."""
+
+    def __init__(self, session: requests.Session, sandbox: SandboxProcess) -> None:
+        self.session = session
+        self.sandbox = sandbox
+
+    def request(self, method: str, path: str, **kwargs) -> requests.Response:
+        kwargs.setdefault("timeout", 10)
+        headers = {**self.sandbox.auth_headers, **kwargs.pop("headers", {})}
+        return self.session.request(method, self.sandbox.url + path, headers=headers, **kwargs)
+
+    def get(self, path: str, **kwargs) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs) -> requests.Response:
+        return self.request("POST", path, **kwargs)
+
+    def put(self, path: str, **kwargs) -> requests.Response:
+        return self.request("PUT", path, **kwargs)
+
+    def delete(self, path: str, **kwargs) -> requests.Response:
+        return self.request("DELETE", path, **kwargs)
+
+
+@pytest.fixture
+def api(sandbox):
+    with requests.Session() as session:
+        session.trust_env = False  # local calls never go through an environment proxy
+        yield Api(session, sandbox)
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05):
+    """Poll until ``predicate()`` is truthy and return it; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s (last value {value!r})")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def poll():
+    return wait_for
