@@ -106,3 +106,19 @@ def test_behind_a_trusted_proxy_the_forwarded_address_counts(client, alice, sett
         HTTP_X_FORWARDED_FOR="198.51.100.2",
     )
     assert other.status_code == 302
+
+
+def test_authenticate_without_a_request_is_not_throttled_or_refused(client, alice):
+    """The test client's login() and management commands authenticate without a request."""
+    assert client.login(username="alice", password=PASSWORD)
+    assert client.get("/console/").status_code == 200
+
+
+def test_a_successful_login_resets_the_failure_count(client, alice):
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        attempt(client, "alice", "wrong", "10.0.0.1")
+    assert attempt(client, "alice", PASSWORD, "10.0.0.1").status_code == 302
+    client.post(reverse("logout"))
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        attempt(client, "alice", "wrong", "10.0.0.1")
+    assert attempt(client, "alice", PASSWORD, "10.0.0.1").status_code == 302
