@@ -91,7 +91,7 @@ def candidate_pool():
     attempts = list(Attempt.objects.order_by("pk").values_list("pk", flat=True)[:3])
     journal = list(JournalEntry.objects.order_by("pk").values_list("pk", flat=True)[:2])
     return {
-        "operation": {"uuid": [str(pk) for (pk,) in operations], "int": attempts},
+        "operation": {"uuid": [str(pk) for (pk,) in operations]},
         "enquiry": {
             "uuid": [str(pk) for pk, _ in enquiries],
             "str": [ref for _, ref in enquiries],
@@ -135,7 +135,7 @@ def _candidates(name, converter, pool):
     values = []
     for model in models:
         values += pool[model].get(kind, [])
-    if not values and kind == "str":  # a str argument may still hold a UUID or a number
+    if kind == "str":  # a str or slug argument may hold a UUID or a number as well
         for model in models:
             values += [str(v) for v in pool[model].get("uuid", []) + pool[model].get("int", [])]
     return list(dict.fromkeys(values)) or ["0"]
