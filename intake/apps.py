@@ -6,4 +6,7 @@ class IntakeConfig(AppConfig):
     verbose_name = "Intake"
 
     def ready(self):
-        from intake import workflow  # noqa: F401  (registers the transition guard)
+        from intake import (
+            checks,  # noqa: F401  (registers the configuration checks)
+            workflow,  # noqa: F401  (registers the transition guard)
+        )

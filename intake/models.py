@@ -162,6 +162,11 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
         if revision.created_by_id is not None and revision.created_by_id == actor.pk:
             raise PermissionDenied("A reviewer may not approve a revision they edited themselves.")
         self.approved_revision = revision.number
+        # Who approved which revision, and when, belongs to the revision; the journal (written in
+        # this same transaction) keeps the event.
+        Revision.objects.filter(pk=revision.pk).update(
+            approved_by=actor, approved_at=timezone.now()
+        )
 
     @transition(
         state,
@@ -290,6 +295,8 @@ class Suggestion(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     # Filled by review: accepted as is, overridden, or left unresolved (classification quality).
     review_outcome = models.CharField(max_length=16, blank=True)
+    # The revision this suggestion's category was written into (None: stored, not applied).
+    applied_revision = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -16,3 +16,8 @@ revision_created = Signal()
 # A repeated delivery arrived for an event whose enquiry exists. kwargs: enquiry, event.
 # The ledger nudges stuck work (reconcile now); it never restarts it or creates new work.
 event_redelivered = Signal()
+
+# Something was done to an enquiry that is not a change of state (an owner assigned, a conflicting
+# delivery refused); the ledger writes it to the journal. kwargs: enquiry, action (dotted code,
+# "intake.enquiry.assigned"), actor, reason, evidence (dict).
+enquiry_action = Signal()

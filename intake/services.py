@@ -1,0 +1,363 @@
+"""Intake's services: receiving signed events and the reviewer's actions on an enquiry.
+
+Every state change here locks the enquiry, transitions and saves in one transaction (the journal
+row is written by the transition's signal in that same transaction). Intake never imports the
+ledger: it tells it what happened through intake.signals, sent inside the transaction.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django_fsm import TransitionNotAllowed
+
+from intake import signals, signing
+from intake.classification import suggest_category  # noqa: F401  (part of this service API)
+from intake.models import Category, Document, Enquiry, EventConflict, IntakeEvent, Revision
+from intake.payload import validate_payload
+from intake.workflow import SYSTEM
+
+INTAKE_ACTOR = "system:intake"
+EDITABLE_FIELDS = ("name", "email", "phone", "subject", "message", "service_hint")
+
+
+class ActionRefused(ValueError):
+    """The enquiry's state (or the request) does not allow this action; nothing changed."""
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    status: int
+    body: dict
+
+    @property
+    def body_dict(self) -> dict:
+        return self.body
+
+
+def _error(status: int, message: str) -> IntakeResult:
+    return IntakeResult(status, {"error": message})
+
+
+# --- receiving events -------------------------------------------------------------------------
+
+
+def receive_event(source: str, headers, body: bytes, *, now: datetime | None = None):
+    """Verify, deduplicate, validate and store one delivery; answer as the endpoint will.
+
+    202 new enquiry; 200 a repeated delivery (the stored answer); 409 the same event ID with a
+    different body; 422 field errors (nothing stored); 401 not authentic; 413 too large; 415 not
+    JSON. Nothing a sender can put in ``headers`` or ``body`` raises out of here.
+    """
+    now = now or timezone.now()
+    secrets = _secrets_for(source)
+    if secrets is None:
+        return _error(401, "Unknown source.")
+    if len(body) > settings.INTAKE_MAX_BODY_BYTES:
+        return _error(413, f"The body is larger than {settings.INTAKE_MAX_BODY_BYTES} bytes.")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return _error(415, "The body must be UTF-8 JSON.")
+    try:
+        signing.verify(
+            secrets,
+            headers,
+            body,
+            now=now,
+            tolerance_seconds=settings.INTAKE_TIMESTAMP_TOLERANCE_SECONDS,
+        )
+    except signing.SignatureRefused as exc:
+        return _error(401, f"Signature refused ({exc}).")
+    content_type = str(_header(headers, "content-type") or "").split(";")[0].strip().lower()
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        return _error(415, "Send the body as application/json.")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return _error(415, "The body is not valid JSON.")
+
+    event_id = str(_header(headers, "webhook-id"))
+    if len(event_id) > IntakeEvent._meta.get_field("event_id").max_length or "\x00" in event_id:
+        return _error(401, "Signature refused (webhook-id is too long or malformed).")
+    digest = hashlib.sha256(body).hexdigest()
+
+    existing = IntakeEvent.objects.filter(source=source, event_id=event_id).first()
+    if existing is not None:
+        # A repeat outranks validation: a sender re-delivering a stored event gets its answer.
+        return _repeat(existing.pk, digest, text)
+
+    payload, errors = validate_payload(data)
+    if errors:
+        return IntakeResult(422, {"errors": errors})
+
+    try:
+        with transaction.atomic():
+            return _store(source, event_id, text, digest, payload, now)
+    except IntegrityError:
+        # Another request stored the same (source, event_id) between our read and our insert;
+        # its transaction has committed (the unique index made us wait for it), so read it.
+        existing = IntakeEvent.objects.filter(source=source, event_id=event_id).first()
+        if existing is None:
+            raise
+        return _repeat(existing.pk, digest, text)
+
+
+def _header(headers, name):
+    for key, value in headers.items():
+        if str(key).lower() == name:
+            return value
+    return None
+
+
+def _secrets_for(source: str):
+    configured = settings.INTAKE_SECRETS
+    if not isinstance(configured, dict):
+        return None
+    secrets = configured.get(source)
+    if isinstance(secrets, str):
+        secrets = [secrets]
+    if not isinstance(secrets, list) or not secrets:
+        return None
+    return [s for s in secrets if isinstance(s, str)]
+
+
+def _accepted_body(enquiry: Enquiry, *, duplicate: bool) -> dict:
+    return {"reference": enquiry.reference, "status": "received", "duplicate": duplicate}
+
+
+def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
+    enquiry = Enquiry.objects.create(
+        source=source,
+        workflow_version=settings.WORKFLOW_VERSION,
+        name=payload.name,
+        email=payload.email,
+        phone=payload.phone,
+        subject=payload.subject,
+        message=payload.message,
+        service_hint=payload.service,
+        consent=payload.consent,
+        documents=payload.documents,
+        created_at=now,
+        state_changed_at=now,
+    )
+    # A concurrent twin blocks here on the unique index until the first commits, then fails
+    # with IntegrityError: its whole transaction (this enquiry too) rolls back.
+    event = IntakeEvent.objects.create(
+        source=source,
+        event_id=event_id,
+        received_at=now,
+        last_delivery_at=now,
+        body=text,
+        body_sha256=digest,
+        enquiry=enquiry,
+    )
+    Revision.objects.create(
+        enquiry=enquiry, number=1, fields=payload.revision_fields(), origin="intake", created_at=now
+    )
+    Document.objects.bulk_create(
+        Document(enquiry=enquiry, document_id=d["id"], version=d["version"])
+        for d in payload.documents
+    )
+    enquiry.validate(
+        actor=INTAKE_ACTOR,
+        reason="signed event accepted",
+        evidence={"event": f"{source}/{event_id}", "body_sha256": digest},
+    )
+    enquiry.save()
+    signals.enquiry_received.send(sender=Enquiry, enquiry=enquiry, event=event)
+    return IntakeResult(202, _accepted_body(enquiry, duplicate=False))
+
+
+def _repeat(event_pk, digest, text) -> IntakeResult:
+    with transaction.atomic():
+        event = (
+            IntakeEvent.objects.select_for_update(of=("self",))
+            .select_related("enquiry")
+            .get(pk=event_pk)
+        )
+        if event.body_sha256 != digest:
+            conflict = EventConflict.objects.create(event=event, body_sha256=digest, body=text)
+            signals.enquiry_action.send(
+                sender=Enquiry,
+                enquiry=event.enquiry,
+                action="intake.event.conflict",
+                actor=INTAKE_ACTOR,
+                reason="same event ID delivered with a different body; refused",
+                evidence={
+                    "event": str(event),
+                    "stored_sha256": event.body_sha256,
+                    "refused_sha256": digest,
+                    "conflict": conflict.pk,
+                },
+            )
+            return IntakeResult(
+                409,
+                {
+                    "error": "This webhook-id was already used with a different body; "
+                    "send a new webhook-id for a new enquiry.",
+                    "reference": event.enquiry.reference,
+                },
+            )
+        event.deliveries += 1
+        event.last_delivery_at = timezone.now()
+        event.save(update_fields=["deliveries", "last_delivery_at"])
+        signals.event_redelivered.send(sender=Enquiry, enquiry=event.enquiry, event=event)
+        return IntakeResult(200, _accepted_body(event.enquiry, duplicate=True))
+
+
+# --- reviewer and coordinator actions ---------------------------------------------------------
+
+
+def _locked(enquiry_id) -> Enquiry:
+    return Enquiry.objects.select_for_update().get(pk=enquiry_id)
+
+
+def _require_reason(actor, reason):
+    if isinstance(actor, AbstractBaseUser) and not (reason or "").strip():
+        raise ActionRefused("Give a reason: it is written to the journal.")
+
+
+def _transition(enquiry_id, name, *, actor, reason, evidence=None) -> Enquiry:
+    _require_reason(actor, reason)
+    with transaction.atomic():
+        enquiry = _locked(enquiry_id)
+        try:
+            getattr(enquiry, name)(actor=actor, reason=reason, evidence=evidence or {})
+        except TransitionNotAllowed:
+            action = name.replace("_", " ")
+            raise ActionRefused(
+                f"{enquiry.reference} is {enquiry.get_state_display()}: cannot {action}."
+            ) from None
+        enquiry.save()
+    return enquiry
+
+
+def request_information(enquiry_id, *, actor, reason) -> Enquiry:
+    return _transition(enquiry_id, "request_information", actor=actor, reason=reason)
+
+
+def information_received(enquiry_id, *, actor, reason) -> Enquiry:
+    return _transition(enquiry_id, "information_received", actor=actor, reason=reason)
+
+
+def reject_enquiry(enquiry_id, *, actor, reason) -> Enquiry:
+    return _transition(enquiry_id, "reject", actor=actor, reason=reason)
+
+
+def _category(value) -> Category | None:
+    if value is None or isinstance(value, Category):
+        category = value
+    else:
+        category = Category.objects.filter(slug=str(value)).first()
+        if category is None:
+            raise ActionRefused(f"There is no category {value!r}.")
+    if category is not None and not category.active:
+        raise ActionRefused(f"{category.name} is retired: choose an active category.")
+    return category
+
+
+def revise_enquiry(enquiry_id, *, actor, reason, fields: dict, category=None) -> Revision:
+    """Make revision N+1 from the current one; any approval of revision N does not carry over.
+
+    ``fields`` holds only what changes (keys from EDITABLE_FIELDS); ``category`` is a Category
+    or slug, None to keep the current one. The enquiry's original message is never touched.
+    """
+    _require_reason(actor, reason)
+    unknown = sorted(set(fields) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise ActionRefused(f"These fields cannot be edited: {', '.join(unknown)}.")
+    chosen = _category(category)
+    with transaction.atomic():
+        enquiry = _locked(enquiry_id)
+        previous = enquiry.revision
+        new_fields = {
+            **previous.fields,
+            **{k: "" if v is None else str(v).strip() for k, v in fields.items()},
+        }
+        new_category = chosen or previous.category
+        new_fields["category"] = new_category.slug if new_category else None
+        try:
+            enquiry.revise(
+                actor=actor,
+                reason=reason,
+                evidence={
+                    "revision": previous.number + 1,
+                    "changed": sorted(
+                        k for k in new_fields if new_fields[k] != previous.fields.get(k)
+                    ),
+                },
+            )
+        except TransitionNotAllowed:
+            raise ActionRefused(
+                f"{enquiry.reference} is {enquiry.get_state_display()}: it can no longer be edited."
+            ) from None
+        revision = Revision.objects.create(
+            enquiry=enquiry,
+            number=previous.number + 1,
+            fields=new_fields,
+            category=new_category,
+            origin="reviewer" if isinstance(actor, AbstractBaseUser) else str(actor)[:32],
+            note=reason or "",
+            created_by=actor if isinstance(actor, AbstractBaseUser) else None,
+        )
+        enquiry.current_revision = revision.number
+        enquiry.category = new_category
+        enquiry.save()
+        signals.revision_created.send(
+            sender=Enquiry,
+            enquiry=enquiry,
+            revision=revision,
+            previous_revision=previous.number,
+            actor=actor,
+            reason=reason,
+        )
+    return revision
+
+
+def assign_enquiry(enquiry_id, *, actor, reason, owner) -> Enquiry:
+    """Name the person who owns an enquiry; not a change of state, so journalled by signal."""
+    _require_reason(actor, reason)
+    if isinstance(actor, AbstractBaseUser):
+        if not actor.is_active or not (
+            actor.has_perm("intake.review_enquiry") or actor.has_perm("intake.complete_enquiry")
+        ):
+            raise PermissionDenied(f"{actor.get_username()} may not assign enquiries")
+    elif str(actor).split(":", 1)[0] != SYSTEM:
+        raise PermissionDenied(f"{actor} may not assign enquiries")
+    if owner is not None and not owner.is_active:
+        raise ActionRefused(f"{owner.get_username()} is not an active user.")
+    with transaction.atomic():
+        enquiry = _locked(enquiry_id)
+        previous = enquiry.owner
+        enquiry.owner = owner
+        enquiry.save(update_fields=["owner", "updated_at"])
+        signals.enquiry_action.send(
+            sender=Enquiry,
+            enquiry=enquiry,
+            action="intake.enquiry.assigned",
+            actor=actor,
+            reason=reason,
+            evidence={
+                "from": previous.get_username() if previous else None,
+                "to": owner.get_username() if owner else None,
+            },
+        )
+    return enquiry
+
+
+def customer_matches(enquiry: Enquiry):
+    """Earlier enquiries with the same email, newest first: shown to the reviewer, never dedup."""
+    if not enquiry.email:
+        return Enquiry.objects.none()
+    return (
+        Enquiry.objects.filter(email=enquiry.email.lower(), created_at__lte=enquiry.created_at)
+        .exclude(pk=enquiry.pk)
+        .order_by("-created_at")
+    )
