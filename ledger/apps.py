@@ -7,4 +7,7 @@ class LedgerConfig(AppConfig):
 
     def ready(self):
         from config import checks  # noqa: F401  (registers the timeout-order check)
-        from ledger import journal  # noqa: F401  (journals every transition)
+        from ledger import (
+            journal,  # noqa: F401  (journals every transition)
+            receivers,  # noqa: F401  (listens to intake's signals, worker start)
+        )

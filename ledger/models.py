@@ -137,7 +137,11 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     idempotency_key = models.CharField(max_length=200, unique=True)
     payload = models.JSONField(default=dict)
     payload_hash = models.CharField(max_length=64)
-    integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="+")
+    # None for work that leaves Handover through no integration row (the suggester runs
+    # intake's configured provider in a worker).
+    integration = models.ForeignKey(
+        Integration, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     state = FSMField(default=Op.PROPOSED, choices=Op.choices, protected=True)
     compensates = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensations"
@@ -146,8 +150,16 @@ class Operation(ConcurrentTransitionMixin, models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     attempt_count = models.PositiveIntegerField(default=0)
+    # Calls made against the retry budget; a person's retry starts a fresh budget.
+    budget_used = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     task_enqueued_at = models.DateTimeField(null=True, blank=True)
+    # Who is working on the row right now (a call or a lookup) and until when; the sweeper
+    # treats an expired lease, or a lease held by a dead process on this host, as lost work.
+    lease_owner = models.CharField(max_length=120, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Held back while its integration is paused: the backlog an admin reviews before release.
+    held = models.BooleanField(default=False)
     last_error_class = models.CharField(max_length=32, blank=True)
     last_error_message = models.TextField(blank=True)
     # Why a person must look: "lookup_unavailable", "duplicate_records", "retry_budget", ...
@@ -212,8 +224,15 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     def mark_unknown(self, *, actor, reason="", evidence=None):
         pass
 
+    @transition(state, source=Op.SUBMITTED, target=Op.APPROVED, custom={"actors": (SYSTEM,)})
+    def defer(self, *, actor, reason="", evidence=None):
+        """Never sent (a transient failure): back to approved until ``next_attempt_at``."""
+
     @transition(
-        state, source=[Op.SUBMITTED, Op.UNKNOWN], target=Op.FAILED, custom={"actors": (SYSTEM,)}
+        state,
+        source=[Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN],
+        target=Op.FAILED,
+        custom={"actors": (SYSTEM,)},
     )
     def fail(self, *, actor, reason="", evidence=None):
         pass

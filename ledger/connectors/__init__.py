@@ -1,0 +1,1 @@
+"""One module per destination, all on ledger.connectors.base.Connector."""

@@ -1,0 +1,120 @@
+"""What every connector shares: the typed error, the outcome of a call and of a lookup.
+
+A connector knows one destination's API: how to send an approved operation, how to look its
+record up, and how to tell the difference between "not there" and "cannot tell". It never
+touches the ledger's state: ledger.execution decides what an outcome means.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ErrorKind(enum.StrEnum):
+    TRANSIENT = "transient"  # never sent or refused before being acted on: retry with backoff
+    UNCERTAIN = "uncertain"  # sent, no answer: the destination may have acted; reconcile
+    INVALID = "invalid"  # refused as it is: do not retry, a person reads the message
+    AUTH = "auth"  # our credentials were refused: do not retry, the owner is told
+
+
+class ConnectorError(Exception):
+    def __init__(self, kind, message: str, *, status: int | None = None, body: str = ""):
+        super().__init__(message)
+        self.kind = ErrorKind(kind)
+        self.message = message
+        self.status = status
+        self.body = body
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind is ErrorKind.TRANSIENT
+
+    def __repr__(self):
+        return f"ConnectorError({self.kind.value}, {self.message!r}, status={self.status})"
+
+
+@dataclass
+class CallResult:
+    """A call the destination answered with success."""
+
+    status: int | None = None
+    external_id: str = ""
+    body: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LookupResult:
+    """What the destination knows about an operation's reference.
+
+    ``supported`` False: this destination cannot be asked (a person must look).
+    ``repeatable`` True: a read, safe to simply do again (nothing to look up).
+    ``found``: the records carrying the reference, with their external IDs.
+    ``failed``: found, but in a state that says the action did not take effect (for example a
+    message the provider reports as failed to deliver).
+    """
+
+    supported: bool = True
+    repeatable: bool = False
+    found: list[dict[str, Any]] = field(default_factory=list)
+    failed: str = ""
+    status: int | None = None
+    body: str = ""
+
+    @property
+    def external_ids(self) -> list[str]:
+        return [str(item.get("id", "")) for item in self.found]
+
+
+class Connector:
+    """Base class: one subclass per destination API, registered in ledger.policies."""
+
+    def __init__(self, integration=None):
+        self.integration = integration
+
+    # -- helpers ---------------------------------------------------------------------------
+    @property
+    def timeout(self) -> float:
+        from django.conf import settings
+
+        if self.integration is None:
+            return settings.CONNECTOR_TIMEOUT_SECONDS
+        return self.integration.timeout_seconds
+
+    def url(self, path: str) -> str:
+        return self.integration.base_url.rstrip("/") + path
+
+    def headers(self, operation=None, *, idempotent=False) -> dict[str, str]:
+        headers = {"Accept": "application/json", "X-Handover-Operation": ""}
+        if operation is not None:
+            headers["X-Handover-Operation"] = str(operation.pk)
+            if idempotent:
+                headers["Idempotency-Key"] = operation.idempotency_key
+        if self.integration is not None and self.integration.token:
+            headers["Authorization"] = f"Bearer {self.integration.token}"
+        return headers
+
+    def request(self, method, path, *, operation=None, idempotent=False, **kwargs):
+        from ledger import http
+
+        return http.send(
+            method,
+            self.url(path),
+            timeout=self.timeout,
+            headers=self.headers(operation, idempotent=idempotent),
+            **kwargs,
+        )
+
+    # -- the interface -----------------------------------------------------------------------
+    def request_summary(self, operation) -> dict[str, Any]:
+        """What the attempt row records before the call (no personal data beyond the key)."""
+        return {"action": operation.action, "idempotency_key": operation.idempotency_key}
+
+    def call(self, operation) -> CallResult:
+        raise NotImplementedError
+
+    def lookup(self, operation) -> LookupResult:
+        """Default for reads: nothing to look up, repeating is safe."""
+        return LookupResult(repeatable=True)

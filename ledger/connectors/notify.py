@@ -1,0 +1,61 @@
+"""The notification provider: send a message (accepted, then delivered or failed), look messages
+up by reference to learn whether an uncertain send was accepted and how its delivery went."""
+
+from ledger.connectors.base import CallResult, Connector, ConnectorError, LookupResult
+
+
+class NotifyConnector(Connector):
+    def request_summary(self, operation):
+        return {
+            **super().request_summary(operation),
+            "method": "POST",
+            "path": "/notify/messages",
+            "reference": operation.payload.get("reference"),
+            "template": operation.payload.get("template"),
+        }
+
+    def call(self, operation):
+        response = self.request(
+            "POST",
+            "/notify/messages",
+            operation=operation,
+            idempotent=self.integration.supports_idempotency_key,
+            json_body=operation.payload,
+        )
+        body = response.body if isinstance(response.body, dict) else {}
+        external_id = str(body.get("id") or "")
+        if not external_id:
+            raise ConnectorError(
+                "uncertain",
+                f"{response.status} without a message id",
+                status=response.status,
+                body=response.summary(),
+            )
+        return CallResult(
+            response.status,
+            external_id,
+            response.summary(),
+            {"delivery": body.get("status", "accepted")},
+        )
+
+    def lookup(self, operation):
+        if not self.integration.supports_lookup:
+            return LookupResult(supported=False)
+        response = self.request(
+            "GET", "/notify/messages", params={"reference": operation.payload["reference"]}
+        )
+        template = operation.payload.get("template")
+        results = [
+            r for r in (response.body or {}).get("results", []) if r.get("template") == template
+        ]
+        found = [{"id": r.get("id"), "status": r.get("status")} for r in results]
+        failed = ""
+        if found and all(r["status"] == "failed" for r in found):
+            failed = "the provider reports the message as failed to deliver"
+        return LookupResult(
+            found=found, failed=failed, status=response.status, body=response.summary()
+        )
+
+    def delivery_status(self, external_id: str) -> str:
+        response = self.request("GET", f"/notify/messages/{external_id}")
+        return (response.body or {}).get("status", "")

@@ -1,0 +1,465 @@
+"""The engine: execute an approved operation, reconcile an unknown one.
+
+Executing, in order (DESIGN.md, "The operation ledger"):
+
+1. claim: lock the enquiry, then the operation row with SKIP LOCKED; only an `approved`,
+   unheld, due operation is claimable. Record the attempt, move to `submitted`, take a lease,
+   and COMMIT. A second worker holding the same task finds nothing to claim and returns.
+2. call the destination with the stable reference and the idempotency key, holding no lock.
+3. record the outcome and COMMIT: lock again, check the lease is still ours, apply the table:
+
+   success   -> confirmed, external ID saved
+   transient -> approved again with next_attempt_at (backoff) while the budget lasts; failed
+   uncertain -> unknown, the enquiry submission_unknown; reconcile after the settle delay
+   invalid   -> failed, not retried; the message kept for a person
+   auth      -> failed, not retried; the integration's owner recorded
+
+Locks are always taken enquiry first, then operation, so the engine, the sweeper and intake's
+revision edits never wait on each other in a circle.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from intake.models import Enquiry
+from ledger import effects, failpoints, journal
+from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
+from ledger.models import Attempt, Op, Operation, payload_hash
+from ledger.policies import policy_for, retry_budget
+from ledger.queueing import EXECUTE, RECONCILE, enqueue
+from ledger.worker import worker_actor, worker_name
+
+logger = logging.getLogger("ledger.execution")
+
+BODY_LIMIT = 2000
+LEASE_GRACE_SECONDS = 5
+SECOND_LOOK_MIN_SECONDS = 1.0
+
+
+def lease_seconds() -> float:
+    # No call can outlive the cluster's timeout: the guard kills the worker first.
+    return float(settings.Q_CLUSTER.get("timeout") or 60) + LEASE_GRACE_SECONDS
+
+
+def lock_operation(op_id, *, skip_locked=False, **filters):
+    """Lock the enquiry, then the operation (the one lock order everywhere)."""
+    row = Operation.objects.filter(pk=op_id).values("enquiry_id").first()
+    if row is None:
+        return None, None
+    enquiry = Enquiry.objects.select_for_update().get(pk=row["enquiry_id"])
+    op = (
+        Operation.objects.select_for_update(skip_locked=skip_locked, of=("self",))
+        .select_related("integration")
+        .filter(pk=op_id, **filters)
+        .first()
+    )
+    if op is not None:
+        op.enquiry = enquiry
+    return enquiry, op
+
+
+def _clear_lease(op):
+    op.lease_owner = ""
+    op.lease_expires_at = None
+
+
+def _finish_attempt(attempt, *, outcome, status=None, body="", error=None):
+    attempt.ended_at = timezone.now()
+    attempt.outcome = outcome
+    attempt.response_status = status
+    attempt.response_body = (body or "")[:BODY_LIMIT]
+    if error is not None:
+        attempt.error_class = error.kind.value
+        attempt.error_message = error.message[:2000]
+    attempt.save()
+
+
+# --- execute ------------------------------------------------------------------------------------
+
+
+def execute(op_id) -> str:
+    """Run one approved operation. Returns a word for the log: what happened."""
+    claimed = claim(op_id)
+    if claimed is None:
+        return "nothing to claim"
+    op, attempt, shortcut = claimed
+    actor = worker_actor()
+    if shortcut is not None:
+        return record_success(op.pk, attempt.pk, shortcut, actor=actor, outcome="skipped")
+    connector = policy_for(op).connector(op.integration)
+    try:
+        result = connector.call(op)
+    except ConnectorError as exc:
+        return record_failure(op.pk, attempt.pk, exc, actor=actor)
+    except Exception as exc:  # a bug, not a destination answer: we cannot say it was not sent
+        logger.exception("connector crashed on %s", op.pk)
+        error = ConnectorError(ErrorKind.UNCERTAIN, f"connector error: {exc!r}")
+        return record_failure(op.pk, attempt.pk, error, actor=actor)
+    failpoints.hit("after_call_succeeded")
+    return record_success(op.pk, attempt.pk, result, actor=actor)
+
+
+def claim(op_id):
+    """(operation, attempt, shortcut) committed as `submitted`, or None when not claimable."""
+    now = timezone.now()
+    actor = worker_actor()
+    with transaction.atomic():
+        enquiry, op = lock_operation(op_id, skip_locked=True, state=Op.APPROVED, held=False)
+        if op is None:
+            return None
+        if op.next_attempt_at and op.next_attempt_at > now:
+            return None  # a delayed task (or the sweeper) brings it back when due
+        integration = op.integration
+        if integration is not None and integration.paused:
+            hold(op, actor=actor, reason=f"{integration} is paused")
+            return None
+        if op.action == "crm.create_enquiry" and enquiry.approved_revision != op.revision:
+            op.cancel(
+                actor=actor,
+                reason=f"the approval of revision {op.revision} no longer stands",
+                evidence={"approved_revision": enquiry.approved_revision},
+            )
+            op.save()
+            return None
+        number = op.attempt_count + 1
+        connector = policy_for(op).connector(integration)
+        attempt = Attempt(
+            operation=op,
+            number=number,
+            kind="call",
+            worker=actor,
+            started_at=now,
+            request_summary=connector.request_summary(op),
+        )
+        if payload_hash(op.payload) != op.payload_hash:
+            # As a payment API refuses a reused key with other parameters: never sent.
+            attempt.outcome = "refused"
+            attempt.error_class = "invalid"
+            attempt.error_message = "payload differs from the approved payload"
+            attempt.ended_at = now
+            attempt.save()
+            op.attempt_count = number
+            _fail(op, enquiry, actor, "payload_mismatch", attempt.error_message, owner=True)
+            op.save()
+            return None
+        attempt.save()
+        op.attempt_count = number
+        op.budget_used += 1
+        op.lease_owner = worker_name()
+        op.lease_expires_at = now + timedelta(seconds=lease_seconds())
+        op.next_attempt_at = None
+        op.submit(actor=actor, reason=f"attempt {number}", evidence={"attempt": number})
+        op.save()
+        if op.action == "crm.create_enquiry" and enquiry.state == "approved":
+            enquiry.submit(
+                actor=actor,
+                reason=f"sending revision {op.revision} to the CRM",
+                evidence={"operation": str(op.pk), "attempt": number},
+            )
+            enquiry.save()
+    shortcut = effects.already_done(op)
+    return op, attempt, shortcut
+
+
+def hold(op, *, actor, reason):
+    op.held = True
+    op.save(update_fields=["held", "updated_at"])
+    journal.record(op, "ledger.operation.held", actor=actor, reason=reason)
+
+
+def record_success(op_id, attempt_id, result: CallResult, *, actor, outcome="success") -> str:
+    with transaction.atomic():
+        enquiry, op = lock_operation(op_id)
+        attempt = Attempt.objects.get(pk=attempt_id)
+        _finish_attempt(attempt, outcome=outcome, status=result.status, body=result.body)
+        if op.state not in (Op.SUBMITTED, Op.UNKNOWN):
+            journal.record(
+                op,
+                "ledger.operation.late_outcome",
+                actor=actor,
+                reason=f"attempt {attempt.number} succeeded after the operation became {op.state}",
+                evidence={"external_id": result.external_id},
+            )
+            return "late success"
+        _confirm(op, enquiry, result, actor, f"attempt {attempt.number}: {outcome}")
+        return "confirmed"
+
+
+def _confirm(op, enquiry, result: CallResult, actor, reason):
+    op.external_id = result.external_id or op.external_id
+    op.result = {**op.result, **result.result}
+    op.last_error_class = ""
+    op.last_error_message = ""
+    op.next_attempt_at = None
+    _clear_lease(op)
+    op.confirm(
+        actor=actor,
+        reason=reason,
+        evidence={"external_id": op.external_id, "status": result.status},
+    )
+    op.save()
+    effects.on_success(op, result, enquiry=enquiry, actor=actor)
+
+
+def record_failure(op_id, attempt_id, error: ConnectorError, *, actor) -> str:
+    with transaction.atomic():
+        enquiry, op = lock_operation(op_id)
+        attempt = Attempt.objects.get(pk=attempt_id)
+        _finish_attempt(
+            attempt, outcome=error.kind.value, status=error.status, body=error.body, error=error
+        )
+        if op.state != Op.SUBMITTED or op.lease_owner != worker_name():
+            journal.record(
+                op,
+                "ledger.operation.late_outcome",
+                actor=actor,
+                reason=f"attempt {attempt.number} ended {error.kind.value} after the operation "
+                f"became {op.state}",
+                evidence={"error": error.message[:500]},
+            )
+            return "late failure"
+        op.last_error_class = error.kind.value
+        op.last_error_message = error.message[:2000]
+        _clear_lease(op)
+        kind = error.kind
+        if kind is ErrorKind.TRANSIENT:
+            budget, backoff = retry_budget(op)
+            if op.budget_used < budget:
+                delay = backoff * (2 ** (op.budget_used - 1))
+                op.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+                op.defer(
+                    actor=actor,
+                    reason=f"not sent ({error.message[:200]}); retry {op.budget_used + 1} of "
+                    f"{budget} in {delay:g}s",
+                    evidence={"error_class": "transient", "delay_seconds": delay},
+                )
+                op.save()
+                enqueue(op, EXECUTE, at=op.next_attempt_at)
+                return "retry scheduled"
+            _fail(op, enquiry, actor, "retry_budget_exhausted", error.message, owner=True)
+            op.save()
+            return "failed (budget)"
+        if kind is ErrorKind.UNCERTAIN:
+            to_unknown(op, enquiry, actor, f"no answer: {error.message[:300]}")
+            return "unknown"
+        if kind is ErrorKind.AUTH:
+            attention = "access_denied" if op.action == "documents.extract" else "auth"
+            _fail(op, enquiry, actor, attention, error.message, owner=True)
+            op.save()
+            if op.integration is not None:
+                journal.record(
+                    op.integration,
+                    "ledger.integration.credentials_refused",
+                    actor=actor,
+                    reason=error.message[:500],
+                    evidence={
+                        "operation": str(op.pk),
+                        "owner": op.integration.owner.get_username()
+                        if op.integration.owner
+                        else None,
+                    },
+                )
+            return "failed (auth)"
+        _fail(op, enquiry, actor, "invalid", error.message, owner=False)
+        op.save()
+        return "failed (invalid)"
+
+
+def _fail(op, enquiry, actor, attention, message, *, owner):
+    op.attention = attention
+    if owner and op.integration is not None and op.integration.owner_id:
+        op.owner_id = op.integration.owner_id
+    op.next_attempt_at = None
+    _clear_lease(op)
+    op.fail(
+        actor=actor,
+        reason=f"{attention}: {message}"[:1000],
+        evidence={"attention": attention, "owner_id": op.owner_id},
+    )
+    op.save()
+    effects.on_failed(op, enquiry=enquiry, actor=actor, attention=attention, message=message)
+
+
+def to_unknown(op, enquiry, actor, reason, evidence=None):
+    """`unknown`, then reconcile: after the settle delay, or a person when lookup is off."""
+    _clear_lease(op)
+    op.mark_unknown(actor=actor, reason=reason, evidence=evidence or {})
+    schedule_reconcile(op, actor=actor)
+    op.save()
+    effects.on_unknown(op, enquiry=enquiry, actor=actor, reason=reason)
+
+
+def schedule_reconcile(op, *, actor, at=None):
+    """Queue the lookup (when the destination can be asked); otherwise a person's queue."""
+    policy = policy_for(op)
+    integration = op.integration
+    if policy.is_write and integration is not None and not integration.supports_lookup:
+        _needs_person(op, actor, "lookup_unavailable", f"{integration} cannot be looked up")
+        return
+    if at is None and policy.is_write and integration is not None:
+        at = settled_at(op)
+    op.next_attempt_at = at
+    op.save()
+    enqueue(op, RECONCILE, at=at)
+
+
+def _needs_person(op, actor, attention, reason):
+    op.attention = attention
+    op.next_attempt_at = None
+    if op.integration is not None and op.integration.owner_id:
+        op.owner_id = op.integration.owner_id
+    op.save()
+    journal.record(
+        op,
+        "ledger.operation.needs_person",
+        actor=actor,
+        reason=reason,
+        evidence={"attention": attention},
+        from_state=op.state,
+        to_state=op.state,
+    )
+
+
+def settled_at(op):
+    """When a lookup's "not found" can be believed: the settle delay after the last call."""
+    last_call = op.attempts.filter(kind="call").order_by("-number").first()
+    reference = op.state_changed_at
+    if last_call is not None:
+        reference = last_call.ended_at or max(last_call.started_at, op.state_changed_at)
+    delay = op.integration.settle_delay_seconds if op.integration else 0.0
+    return reference + timedelta(seconds=delay)
+
+
+# --- reconcile ----------------------------------------------------------------------------------
+
+
+def reconcile(op_id) -> str:
+    """Look an `unknown` operation up by its reference and act on what is found."""
+    now = timezone.now()
+    actor = worker_actor()
+    with transaction.atomic():
+        _enquiry, op = lock_operation(op_id, skip_locked=True, state=Op.UNKNOWN)
+        if op is None:
+            return "nothing to claim"
+        if op.lease_owner and op.lease_expires_at and op.lease_expires_at > now:
+            return "already being reconciled"
+        number = op.attempt_count + 1
+        attempt = Attempt.objects.create(
+            operation=op,
+            number=number,
+            kind="lookup",
+            worker=actor,
+            started_at=now,
+            request_summary={"lookup": policy_for(op).check_first, "reference": _ref(op)},
+        )
+        op.attempt_count = number
+        op.lease_owner = worker_name()
+        op.lease_expires_at = now + timedelta(seconds=lease_seconds())
+        op.save()
+    connector = policy_for(op).connector(op.integration)
+    try:
+        found = connector.lookup(op)
+        error = None
+    except ConnectorError as exc:
+        found, error = None, exc
+    except Exception as exc:
+        logger.exception("lookup crashed on %s", op.pk)
+        found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
+    return record_lookup(op.pk, attempt.pk, found, error, actor=actor)
+
+
+def _ref(op):
+    return op.payload.get("reference") or op.payload.get("external_id") or op.idempotency_key
+
+
+def record_lookup(op_id, attempt_id, found: LookupResult | None, error, *, actor) -> str:
+    with transaction.atomic():
+        enquiry, op = lock_operation(op_id)
+        attempt = Attempt.objects.get(pk=attempt_id)
+        if op.state != Op.UNKNOWN or op.lease_owner != worker_name():
+            _finish_attempt(attempt, outcome="superseded", error=error)
+            return "superseded"
+        _clear_lease(op)
+        policy = policy_for(op)
+        if error is not None:
+            _finish_attempt(
+                attempt, outcome="lookup_failed", status=error.status, body=error.body, error=error
+            )
+            op.last_error_class = error.kind.value
+            op.last_error_message = f"lookup: {error.message}"[:2000]
+            _needs_person(op, actor, "lookup_failed", f"lookup failed: {error.message[:300]}")
+            return "lookup failed"
+        if not found.supported:
+            _finish_attempt(attempt, outcome="lookup_unavailable", status=found.status)
+            _needs_person(op, actor, "lookup_unavailable", "the destination cannot be looked up")
+            return "lookup unavailable"
+        ids = found.external_ids
+        evidence = {"found": ids, "attempt": attempt.number}
+        if found.failed:
+            _finish_attempt(attempt, outcome="found_failed", status=found.status, body=found.body)
+            _fail(op, enquiry, actor, "delivery_failed", found.failed, owner=True)
+            return "failed (delivery)"
+        if len(ids) == 1:
+            _finish_attempt(attempt, outcome="found", status=found.status, body=found.body)
+            result = CallResult(found.status, ids[0], found.body, {"reconciled": True})
+            _confirm(op, enquiry, result, actor, f"found at the destination: {ids[0]}")
+            return "confirmed"
+        if len(ids) > 1:
+            _finish_attempt(attempt, outcome="duplicates", status=found.status, body=found.body)
+            op.result = {**op.result, "duplicates": ids}
+            _needs_person(
+                op, actor, "duplicate_records", f"{len(ids)} records carry this reference"
+            )
+            journal.record(
+                op,
+                "ledger.operation.duplicate_detected",
+                actor=actor,
+                reason=f"{len(ids)} records for {_ref(op)}",
+                evidence=evidence,
+            )
+            return "duplicates"
+        # Not found.
+        if found.repeatable or not policy.is_write:
+            _finish_attempt(attempt, outcome="repeatable", status=found.status)
+            return _retry_after_lookup(op, enquiry, actor, "a read: safe to do again")
+        settle = settled_at(op)
+        if attempt.started_at < settle:
+            _finish_attempt(attempt, outcome="not_found_unsettled", status=found.status)
+            schedule_reconcile(op, actor=actor, at=settle)
+            return "not found yet (settling)"
+        if op.integration is not None and not op.integration.supports_idempotency_key:
+            last_call = op.attempts.filter(kind="call").order_by("-number").first()
+            earlier = op.attempts.filter(
+                kind="lookup",
+                outcome="not_found_first_look",
+                number__gt=last_call.number if last_call else 0,
+            )
+            if not earlier.exists():
+                _finish_attempt(attempt, outcome="not_found_first_look", status=found.status)
+                gap = max(op.integration.settle_delay_seconds, SECOND_LOOK_MIN_SECONDS)
+                schedule_reconcile(op, actor=actor, at=timezone.now() + timedelta(seconds=gap))
+                return "not found (first look)"
+        _finish_attempt(attempt, outcome="not_found", status=found.status)
+        return _retry_after_lookup(op, enquiry, actor, "not found at the destination")
+
+
+def _retry_after_lookup(op, enquiry, actor, why):
+    budget, _backoff = retry_budget(op)
+    if op.budget_used >= budget:
+        _fail(op, enquiry, actor, "retry_budget_exhausted", why, owner=True)
+        return "failed (budget)"
+    op.next_attempt_at = None
+    op.retry(
+        actor=actor,
+        reason=f"{why}; retrying with the same key",
+        evidence={"idempotency_key": op.idempotency_key},
+    )
+    op.save()
+    enqueue(op, EXECUTE)
+    return "retrying"

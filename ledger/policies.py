@@ -1,0 +1,222 @@
+"""The action-type policy table: one place in code that says, for each kind of external action,
+what it is, how it recovers and what is checked before anything is repeated.
+
+The runbook and docs/integrations.md show this same table (``policy_table()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.connectors.appointments import AppointmentsConnector
+from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
+from ledger.connectors.documents import DocumentsConnector
+from ledger.connectors.notify import NotifyConnector
+from ledger.connectors.suggester import SuggesterConnector
+from ledger.models import Integration, Op
+
+READ, WRITE = "read", "write"
+
+
+@dataclass(frozen=True)
+class Policy:
+    action: str
+    kind: str  # read or write
+    integration: str | None  # Integration.name; None: runs in process (the suggester)
+    connector: type
+    recovery: str
+    check_first: str
+    # Approved by the system when proposed (reads, the acknowledgement), or by a person.
+    system_approved: bool
+    # Who may approve it when a person must: a Django permission.
+    approve_permission: str = "intake.approve_revision"
+    # Whether a person's retry is offered after `failed` (never for a duplicate or an
+    # uncertain write the destination could not be asked about).
+    manual_retry: bool = True
+    compensated_by: str | None = None
+    # Used when there is no integration row to read the budget from.
+    default_retry_budget: int = 3
+    default_backoff_seconds: float = 1.0
+
+    @property
+    def is_write(self) -> bool:
+        return self.kind == WRITE
+
+
+POLICIES: dict[str, Policy] = {
+    p.action: p
+    for p in [
+        Policy(
+            "suggest.category",
+            READ,
+            None,
+            SuggesterConnector,
+            recovery="bounded retry, then `unresolved`",
+            check_first="is a suggestion for this revision already stored?",
+            system_approved=True,
+        ),
+        Policy(
+            "appointments.read",
+            READ,
+            Integration.APPOINTMENTS,
+            AppointmentsConnector,
+            recovery="bounded retry; stale data is re-read or reported stale",
+            check_first="is the response still fresh?",
+            system_approved=True,
+        ),
+        Policy(
+            "documents.extract",
+            READ,
+            Integration.DOCUMENTS,
+            DocumentsConnector,
+            recovery="reprocess the same document version; access failure is a visible failure",
+            check_first="has a reviewer already corrected it?",
+            system_approved=True,
+        ),
+        Policy(
+            "crm.create_enquiry",
+            WRITE,
+            Integration.CRM,
+            CrmCreateConnector,
+            recovery="reconcile before retry",
+            check_first="does the external record exist (lookup by reference)?",
+            system_approved=False,
+            compensated_by="crm.close_enquiry",
+        ),
+        Policy(
+            "notify.send",
+            WRITE,
+            Integration.NOTIFY,
+            NotifyConnector,
+            recovery="check delivery state",
+            check_first="was it accepted by the provider?",
+            system_approved=True,
+        ),
+        Policy(
+            "crm.close_enquiry",
+            WRITE,
+            Integration.CRM,
+            CrmCloseConnector,
+            recovery="compensation; reconcile before retry",
+            check_first="is the record already closed?",
+            system_approved=False,
+            approve_permission="ledger.recover_operation",
+        ),
+    ]
+}
+
+# Attention codes: why a person must look at an operation (Operation.attention).
+ATTENTION = {
+    "lookup_unavailable": "The destination cannot be asked whether the record exists.",
+    "lookup_failed": "Asking the destination whether the record exists failed.",
+    "duplicate_records": "The destination holds more than one record for this reference.",
+    "retry_budget_exhausted": "The destination stayed unavailable for every allowed attempt.",
+    "invalid": "The destination refused the request as it is.",
+    "auth": "The destination refused Handover's credentials; the integration owner is told.",
+    "access_denied": "Handover may no longer read this document.",
+    "delivery_failed": "The provider accepted the message but could not deliver it.",
+    "payload_mismatch": "The payload differs from the approved one; nothing was sent.",
+    "unresolved": "The suggester gave no usable answer; the enquiry waits for review.",
+}
+
+
+def policy_for(operation_or_action) -> Policy:
+    action = getattr(operation_or_action, "action", operation_or_action)
+    try:
+        return POLICIES[action]
+    except KeyError:
+        raise KeyError(f"no policy for action {action!r}") from None
+
+
+def retry_budget(operation) -> tuple[int, float]:
+    """(attempts allowed, first backoff in seconds) for the operation's integration."""
+    policy = policy_for(operation)
+    integration = operation.integration
+    if integration is None:
+        return policy.default_retry_budget, policy.default_backoff_seconds
+    return max(1, integration.retry_budget), max(0.0, integration.backoff_seconds)
+
+
+def policy_table() -> list[dict[str, str]]:
+    return [
+        {
+            "action": p.action,
+            "kind": p.kind
+            + (" (compensation)" if p.approve_permission.startswith("ledger") else ""),
+            "recovery": p.recovery,
+            "check_first": p.check_first,
+        }
+        for p in POLICIES.values()
+    ]
+
+
+# --- what a person may do next --------------------------------------------------------------
+RECONCILE, RETRY, COMPLETE, CANCEL, COMPENSATE, APPROVE, REASSIGN = (
+    "reconcile",
+    "retry",
+    "complete_by_hand",
+    "cancel",
+    "compensate",
+    "approve",
+    "reassign",
+)
+PERMISSIONS = {
+    RECONCILE: "ledger.triage_operation",
+    RETRY: "ledger.recover_operation",
+    COMPLETE: "ledger.triage_operation",
+    CANCEL: "ledger.triage_operation",
+    COMPENSATE: "ledger.recover_operation",
+    REASSIGN: "ledger.triage_operation",
+}
+
+
+def state_allows(operation) -> list[str]:
+    """Actions the operation's state and policy allow, whoever asks."""
+    policy = policy_for(operation)
+    state = operation.state
+    actions = []
+    if state == Op.PROPOSED:
+        actions += [APPROVE, CANCEL]
+    elif state == Op.APPROVED:
+        actions += [CANCEL]
+    elif state == Op.UNKNOWN:
+        actions += [RECONCILE, COMPLETE]
+        if retry_allowed_from_unknown(operation):
+            actions.append(RETRY)
+    elif state == Op.FAILED:
+        if policy.manual_retry and operation.attention != "duplicate_records":
+            actions.append(RETRY)
+        actions += [COMPLETE, CANCEL]
+    elif (
+        state == Op.CONFIRMED
+        and policy.compensated_by
+        and not operation.compensations.exclude(state=Op.CANCELLED).exists()
+    ):
+        actions.append(COMPENSATE)
+    if state not in (Op.CONFIRMED, Op.CANCELLED):
+        actions.append(REASSIGN)
+    return actions
+
+
+def retry_allowed_from_unknown(operation) -> bool:
+    """Never a blind repeat of a consequential write.
+
+    A read is safe to repeat. A write is offered for retry only when a person has been asked to
+    look because the destination could not be (then the retry is their informed decision), and
+    never when duplicates were found.
+    """
+    policy = policy_for(operation)
+    if not policy.is_write:
+        return True
+    return operation.attention in ("lookup_unavailable", "lookup_failed")
+
+
+def allowed_actions(operation, user) -> list[str]:
+    """State + policy + the user's permissions: what the console offers for this operation."""
+    policy = policy_for(operation)
+    allowed = []
+    for action in state_allows(operation):
+        permission = policy.approve_permission if action == APPROVE else PERMISSIONS[action]
+        if user.has_perm(permission):
+            allowed.append(action)
+    return allowed

@@ -1,0 +1,98 @@
+"""Putting ledger work on django-q2: the transport, never the truth.
+
+Tasks carry only an operation ID. With the ORM broker (the default) the task row is inserted in
+the caller's transaction, so "approve and enqueue" commit or roll back together. Another broker
+(Redis) cannot join the transaction, so the task is pushed on commit instead; a crash between
+the commit and the push loses only the task, and the sweeper re-enqueues it.
+
+Delays (backoff, a settle delay): the ORM broker hands out a task only once its ``lock`` time
+has passed, so a delayed task is a queue row whose lock lies in the future. That is exact and
+costs no sleeping worker. With another broker a delayed task is not pushed at all: the
+operation keeps its ``next_attempt_at`` and the sweeper (every minute) enqueues it when due.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
+from django_q.signing import BadSignature, SignedPackage
+from django_q.tasks import async_task
+
+logger = logging.getLogger("ledger.queueing")
+
+EXECUTE = "ledger.tasks.execute_operation"
+RECONCILE = "ledger.tasks.reconcile_operation"
+OPERATION_TASKS = (EXECUTE, RECONCILE)
+
+
+class _DelayedOrmBroker(ORM):
+    """The ORM broker, enqueueing a task that becomes visible at ``not_before``."""
+
+    def __init__(self, not_before):
+        super().__init__(list_key=Conf.CLUSTER_NAME)
+        self.not_before = not_before
+
+    def enqueue(self, task):
+        package = self.get_connection().create(
+            key=self.list_key, payload=task, lock=self.not_before
+        )
+        return package.pk
+
+
+def uses_orm_broker() -> bool:
+    return bool(Conf.ORM) and not Conf.BROKER_CLASS
+
+
+def enqueue(operation, func: str = EXECUTE, *, at=None) -> bool:
+    """Queue ``func(operation.pk)``, at ``at`` or now. Returns False when left to the sweeper.
+
+    Call inside the transaction that made the operation runnable.
+    """
+    now = timezone.now()
+    delayed = at is not None and at > now
+    op_id = str(operation.pk)
+    if uses_orm_broker():
+        options = {"task_name": f"{func.rsplit('.', 1)[1]}:{op_id}", "group": "ledger"}
+        if delayed:
+            options["broker"] = _DelayedOrmBroker(at)
+        async_task(func, op_id, q_options=options)
+    elif delayed:
+        return False  # the sweeper enqueues it once next_attempt_at has passed
+    else:
+        transaction.on_commit(lambda: async_task(func, op_id, q_options={"group": "ledger"}))
+    operation.task_enqueued_at = now
+    type(operation).objects.filter(pk=operation.pk).update(task_enqueued_at=now)
+    return True
+
+
+def live_tasks() -> dict[str, set[str]] | None:
+    """{operation id: {task functions}} for every readable queued task; None if unknowable.
+
+    A payload this process cannot verify (signed under another SECRET_KEY) is not live: the
+    cluster will drop it unread, so the sweeper must treat its operation as having no task.
+    """
+    if not uses_orm_broker():
+        return None
+    from django_q.models import OrmQ
+
+    live: dict[str, set[str]] = {}
+    unreadable = 0
+    for payload in (
+        OrmQ.objects.using(Conf.ORM).filter(key=Conf.CLUSTER_NAME).values_list("payload", flat=True)
+    ):
+        try:
+            task = SignedPackage.loads(payload)
+        except (BadSignature, TypeError, ValueError):
+            unreadable += 1
+            continue
+        func = task.get("func")
+        args = task.get("args") or ()
+        if func in OPERATION_TASKS and args:
+            live.setdefault(str(args[0]), set()).add(func)
+    if unreadable:
+        logger.warning("%s queued task(s) cannot be verified (SECRET_KEY changed?)", unreadable)
+    return live

@@ -1,0 +1,47 @@
+"""The ledger listening to intake (intake never imports the ledger).
+
+Each receiver runs inside intake's transaction, so the operations it records commit or roll
+back with the change that caused them.
+"""
+
+import logging
+
+from django.dispatch import receiver
+from django_q.signals import post_spawn
+
+from intake import signals
+
+logger = logging.getLogger("ledger.receivers")
+
+
+@receiver(signals.enquiry_received, dispatch_uid="ledger.enquiry_received")
+def enquiry_received(sender, enquiry, **kwargs):
+    from ledger.services import propose_receipt_work
+
+    propose_receipt_work(enquiry)
+
+
+@receiver(signals.revision_created, dispatch_uid="ledger.revision_created")
+def revision_created(sender, enquiry, revision, **kwargs):
+    from ledger.services import supersede_revision
+
+    supersede_revision(enquiry, revision)
+
+
+@receiver(signals.event_redelivered, dispatch_uid="ledger.event_redelivered")
+def event_redelivered(sender, enquiry, **kwargs):
+    from ledger.services import nudge_enquiry
+
+    nudge_enquiry(enquiry)
+
+
+@receiver(post_spawn, dispatch_uid="ledger.sweep_on_worker_start")
+def sweep_on_worker_start(sender, proc_name, **kwargs):
+    """A worker (re)starts: what an earlier crash left in flight is found now, not in a minute."""
+    from ledger.sweeper import sweep
+
+    try:
+        report = sweep()
+        logger.info("worker start sweep (%s): %s", proc_name, report.summary())
+    except Exception:  # the worker must start even if the sweep cannot run now
+        logger.exception("worker start sweep failed; the scheduled sweep will retry")

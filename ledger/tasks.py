@@ -1,0 +1,27 @@
+"""django-q2 task functions: thin, ID-only (never personal data), safe to run twice.
+
+Each first claims its row (ledger.execution); a redelivered or duplicate task finds nothing to
+claim and returns quietly. Results are not stored (save_limit -1): the ledger is the record.
+"""
+
+import logging
+
+from ledger import execution, sweeper
+
+logger = logging.getLogger("ledger.tasks")
+
+
+def execute_operation(op_id: str) -> str:
+    outcome = execution.execute(op_id)
+    logger.info("execute %s: %s", op_id, outcome)
+    return outcome
+
+
+def reconcile_operation(op_id: str) -> str:
+    outcome = execution.reconcile(op_id)
+    logger.info("reconcile %s: %s", op_id, outcome)
+    return outcome
+
+
+def sweep() -> dict:
+    return sweeper.sweep().as_dict()

@@ -1,0 +1,304 @@
+"""Fixtures for the ledger's tests, written to be lifted by the drill and soak tests.
+
+- ``sandbox``: the sandbox as a real process (one per test module, reset before each test).
+- ``integrations``: the four Integration rows pointing at that sandbox, fast settings.
+- ``make_enquiry`` / ``approved_enquiry``: enquiries in ready_for_review / approved (with the
+  CRM operation approved and its task queued), made through the real transitions and services.
+- ``run_queue``: an in-process worker for unit tests: runs due django-q2 tasks from the ORM
+  queue until a condition holds (no cluster needed).
+- ``start_cluster``: real ``manage.py qcluster`` processes on the test database.
+- ``wait_for``: poll with a bound and a clear failure message.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import transaction
+
+from sandbox.testing import SandboxProcess
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_START_TIMEOUT = 60.0
+
+
+def wait_for_condition(predicate, *, timeout=30.0, interval=0.05, message="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{message}: not met within {timeout:g}s (last value {value!r})")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def wait_for():
+    return wait_for_condition
+
+
+# --- the sandbox --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sandbox_process(tmp_path_factory):
+    with SandboxProcess() as process:
+        process.start(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
+        yield process
+
+
+@pytest.fixture
+def sandbox(sandbox_process):
+    """A running sandbox with no records, no faults and default capabilities."""
+    if not sandbox_process.running:
+        sandbox_process.restart()
+    sandbox_process.reset()
+    yield sandbox_process
+    if sandbox_process.running:
+        sandbox_process.clear_faults()
+
+
+def crm_records(sandbox, reference=None) -> int:
+    stats = sandbox.stats()["crm"]
+    if reference is None:
+        return stats["total"]
+    return stats["by_reference"].get(reference, 0)
+
+
+# --- integrations and enquiries -----------------------------------------------------------------
+
+
+@pytest.fixture
+def integrations(db, sandbox):
+    """Integration rows for the sandbox: 1s timeout, 3 attempts, 0.05s first backoff."""
+    from ledger.integrations import ensure_integrations
+    from ledger.models import Integration
+
+    rows = ensure_integrations()
+    Integration.objects.update(
+        base_url=sandbox.url,
+        token="",
+        timeout_seconds=1.0,
+        retry_budget=3,
+        backoff_seconds=0.05,
+        supports_lookup=True,
+        supports_idempotency_key=True,
+        settle_delay_seconds=0.0,
+        paused=False,
+        awaiting_backlog_review=False,
+    )
+    for row in rows.values():
+        row.refresh_from_db()
+    return rows
+
+
+@pytest.fixture
+def reviewer(make_user):
+    return make_user("reviewer")
+
+
+@pytest.fixture
+def make_enquiry(db):
+    """make_enquiry(**fields) -> an enquiry in ready_for_review with revision 1."""
+    from intake.models import Enquiry, Revision
+
+    def make(*, email="resident@example.org", message="My bin was not collected", **extra):
+        enquiry = Enquiry.objects.create(
+            source="website", name="A Resident", email=email, message=message, **extra
+        )
+        Revision.objects.create(
+            enquiry=enquiry,
+            number=1,
+            fields={"name": "A Resident", "email": email, "message": message},
+        )
+        with transaction.atomic():
+            enquiry.validate(actor="system:test", reason="valid")
+            enquiry.mark_ready_for_review(actor="system:test", reason="ready")
+            enquiry.save()
+        return enquiry
+
+    return make
+
+
+@pytest.fixture
+def approved_enquiry(make_enquiry, reviewer, integrations):
+    """approved_enquiry() -> (enquiry, CRM operation): approved, its task queued."""
+    from ledger.services import approve_revision
+
+    def make(**fields):
+        enquiry = make_enquiry(**fields)
+        op = approve_revision(enquiry.pk, actor=reviewer, reason="checked")
+        enquiry.refresh_from_db()
+        return enquiry, op
+
+    return make
+
+
+# --- an in-process worker for unit tests --------------------------------------------------------
+
+
+def run_due_tasks() -> int:
+    """Run every due task in the ORM queue once, in this process. Returns how many ran."""
+    from django.utils import timezone
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+    from django.utils.module_loading import import_string
+
+    ran = 0
+    for row in list(OrmQ.objects.filter(lock__lte=timezone.now()).order_by("id")):
+        OrmQ.objects.filter(pk=row.pk).delete()
+        task = SignedPackage.loads(row.payload)
+        import_string(task["func"])(*task["args"], **task["kwargs"])
+        ran += 1
+    return ran
+
+
+@pytest.fixture
+def run_queue():
+    """run_queue(until=callable, timeout=10): run due tasks until ``until()`` is truthy (or,
+    without ``until``, until the queue has nothing due)."""
+
+    def run(until=None, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            ran = run_due_tasks()
+            if until is not None and until():
+                return
+            if until is None and ran == 0:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"queued work did not reach the expected state within {timeout:g}s")
+            if ran == 0:
+                time.sleep(0.02)
+
+    return run
+
+
+# --- real clusters ------------------------------------------------------------------------------
+
+
+def child_database_url() -> str:
+    """DATABASE_URL for a child process: this test run's own database."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    auth = quote(s["USER"] or "", safe="")
+    if s.get("PASSWORD"):
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    host = s.get("HOST") or ""
+    if host.startswith("/"):
+        netloc = f"{auth}@" + (f":{s['PORT']}" if s.get("PORT") else "")
+        return f"postgresql://{netloc}/{s['NAME']}?host={quote(host, safe='')}"
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgresql://{auth}@{host}{port}/{s['NAME']}"
+
+
+class ClusterProcess:
+    """``python manage.py qcluster`` on the test database, in its own session (a failpoint
+    kills the whole group, as a crash of the machine would)."""
+
+    def __init__(self, log_path: Path, env: dict[str, str], skip_checks=False):
+        self.log_path = log_path
+        self.env = env
+        self.skip_checks = skip_checks
+        self.process: subprocess.Popen | None = None
+
+    def start(self):
+        command = [sys.executable, "manage.py", "qcluster"]
+        if self.skip_checks:
+            command.append("--skip-checks")
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                command,
+                cwd=PROJECT_ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self
+
+    @property
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def wait_exit(self, timeout=60.0) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"cluster did not exit within {timeout:g}s; log:\n{self.log()[-3000:]}")
+
+    def kill(self):
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+
+    def stop(self, timeout=20.0):
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        # Whatever survived its sentinel (a worker mid-task) goes too.
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@pytest.fixture
+def start_cluster(tmp_path):
+    """start_cluster(workers=1, failpoints=(), env={}, skip_checks=False) -> ClusterProcess.
+
+    Settings for tests: connector timeout 1s < Q_TIMEOUT 8s < Q_RETRY 10s, poll 0.05s.
+    """
+    clusters: list[ClusterProcess] = []
+
+    def start(*, workers=1, failpoints=(), env=None, skip_checks=False, name=None):
+        child = dict(os.environ)
+        child.update(
+            {
+                "DATABASE_URL": child_database_url(),
+                "Q_WORKERS": str(workers),
+                "Q_TIMEOUT": "8",
+                "Q_RETRY": "10",
+                "Q_POLL": "0.05",
+                "CONNECTOR_TIMEOUT_SECONDS": "1",
+                "HANDOVER_FAILPOINTS": ",".join(failpoints),
+                "CONN_MAX_AGE": "60",
+                "PYTHONUNBUFFERED": "1",
+                "LOG_LEVEL": "INFO",
+            }
+        )
+        child.update(env or {})
+        name = name or f"cluster-{len(clusters) + 1}"
+        cluster = ClusterProcess(tmp_path / f"{name}.log", child, skip_checks).start()
+        clusters.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()

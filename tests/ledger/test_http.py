@@ -1,0 +1,75 @@
+"""The HTTP wrapper against a real server: every failure gets the class that says what is
+known (transient = never sent, uncertain = sent without an answer, invalid, auth)."""
+
+import pytest
+
+from ledger import http
+from ledger.connectors.base import ConnectorError, ErrorKind
+from sandbox.testing import free_port
+
+
+def post(sandbox, reference="ENQ-HTTP", timeout=2.0):
+    return http.send(
+        "POST",
+        sandbox.url + "/crm/enquiries",
+        timeout=timeout,
+        json_body={"reference": reference},
+        headers={"Idempotency-Key": f"k-{reference}"},
+    )
+
+
+def test_success_returns_the_parsed_body(sandbox):
+    result = post(sandbox)
+    assert result.status == 201
+    assert result.body["reference"] == "ENQ-HTTP"
+    assert sandbox.stats()["crm"]["total"] == 1
+
+
+def test_a_timeout_is_required():
+    with pytest.raises(ValueError, match="timeout"):
+        http.send("GET", "http://127.0.0.1:1/", timeout=0)
+
+
+def test_connection_refused_is_transient():
+    with pytest.raises(ConnectorError) as caught:
+        http.send("GET", f"http://127.0.0.1:{free_port()}/crm/enquiries", timeout=1.0)
+    assert caught.value.kind is ErrorKind.TRANSIENT
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "status"),
+    [
+        ("error_503", ErrorKind.TRANSIENT, 503),
+        ("error_401", ErrorKind.AUTH, 401),
+        ("error_422", ErrorKind.INVALID, 422),
+    ],
+)
+def test_status_faults_are_classified(sandbox, mode, kind, status):
+    sandbox.fault("crm.create", mode)
+    with pytest.raises(ConnectorError) as caught:
+        post(sandbox)
+    assert (caught.value.kind, caught.value.status) == (kind, status)
+    assert sandbox.stats()["crm"]["total"] == 0  # the destination wrote nothing
+
+
+def test_bad_request_is_invalid_with_the_destination_message(sandbox):
+    with pytest.raises(ConnectorError) as caught:
+        http.send("POST", sandbox.url + "/crm/enquiries", timeout=2.0, json_body={})
+    assert caught.value.kind is ErrorKind.INVALID
+    assert "reference" in caught.value.message
+
+
+def test_read_timeout_after_the_destination_committed_is_uncertain(sandbox):
+    sandbox.fault("crm.create", "timeout_after_commit", delay_ms=1500)
+    with pytest.raises(ConnectorError) as caught:
+        post(sandbox, timeout=0.5)
+    assert caught.value.kind is ErrorKind.UNCERTAIN
+    assert sandbox.stats()["crm"]["total"] == 1  # which is why it must not count as failed
+
+
+def test_connection_reset_after_sending_is_uncertain(sandbox):
+    sandbox.fault("crm.create", "reset_before_commit")
+    with pytest.raises(ConnectorError) as caught:
+        post(sandbox)
+    assert caught.value.kind is ErrorKind.UNCERTAIN
+    assert sandbox.stats()["crm"]["total"] == 0
