@@ -35,6 +35,13 @@ def event_redelivered(sender, enquiry, **kwargs):
     nudge_enquiry(enquiry)
 
 
+@receiver(signals.enquiry_action, dispatch_uid="ledger.enquiry_action")
+def enquiry_action(sender, enquiry, action, actor, reason="", evidence=None, **kwargs):
+    from ledger import journal
+
+    journal.record(enquiry, action, actor=actor, reason=reason, evidence=evidence or {})
+
+
 @receiver(post_spawn, dispatch_uid="ledger.sweep_on_worker_start")
 def sweep_on_worker_start(sender, proc_name, **kwargs):
     """A worker (re)starts: what an earlier crash left in flight is found now, not in a minute."""

@@ -15,11 +15,18 @@ class SuggesterConnector(Connector):
 
     def call(self, operation):
         from intake import services as intake_services
+        from ledger.policies import retry_budget
 
+        # Bounded retry, then `unresolved`: while budget remains a retryable provider error
+        # comes back to the ledger; the last attempt lets intake store it as unresolved.
+        budget, _backoff = retry_budget(operation)
+        last_attempt = operation.budget_used >= budget
         try:
-            suggestion = intake_services.suggest_category(operation.enquiry)
-        except Exception as exc:  # the provider's failure, whatever it is, is worth a retry
-            raise ConnectorError("transient", f"suggester failed: {exc!r}") from exc
+            suggestion = intake_services.suggest_category(
+                operation.enquiry, raise_retryable=not last_attempt
+            )
+        except Exception as exc:
+            raise ConnectorError("transient", f"suggester failed: {exc}") from exc
         failpoints.hit("after_model_returns")
         return CallResult(
             None,

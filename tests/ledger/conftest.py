@@ -148,9 +148,9 @@ def approved_enquiry(make_enquiry, reviewer, integrations):
 def run_due_tasks() -> int:
     """Run every due task in the ORM queue once, in this process. Returns how many ran."""
     from django.utils import timezone
+    from django.utils.module_loading import import_string
     from django_q.models import OrmQ
     from django_q.signing import SignedPackage
-    from django.utils.module_loading import import_string
 
     ran = 0
     for row in list(OrmQ.objects.filter(lock__lte=timezone.now()).order_by("id")):

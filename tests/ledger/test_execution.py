@@ -39,7 +39,7 @@ def test_approved_write_is_confirmed_with_the_destination_reference(
 
 
 def test_a_second_delivery_of_the_task_finds_nothing_to_claim(approved_enquiry, sandbox, run_queue):
-    enquiry, op = approved_enquiry()
+    _enquiry, op = approved_enquiry()
     run_queue(until=state_is(op, Op.CONFIRMED))
     assert tasks.execute_operation(str(op.pk)) == "nothing to claim"
     assert crm_records(sandbox) == 1
@@ -73,7 +73,7 @@ def test_lookup_off_goes_to_the_reconciliation_queue_without_a_second_post(
     integrations["crm"].save()
     sandbox.capabilities(lookup=False)  # the destination answers 501 to a lookup
     sandbox.fault("crm.create", "timeout_after_commit", delay_ms=2500)
-    enquiry, op = approved_enquiry()
+    _enquiry, op = approved_enquiry()
     run_queue(until=lambda: Attempt.objects.filter(operation=op, kind="lookup").exists())
     run_queue()
     op.refresh_from_db()
@@ -90,7 +90,7 @@ def test_an_integration_without_lookup_is_never_asked(
     integrations["crm"].supports_lookup = False
     integrations["crm"].save()
     sandbox.fault("crm.create", "timeout_after_commit", delay_ms=2500)
-    enquiry, op = approved_enquiry()
+    _enquiry, op = approved_enquiry()
     run_queue(until=state_is(op, Op.UNKNOWN))
     run_queue()
     op.refresh_from_db()
@@ -150,7 +150,7 @@ def test_auth_fails_without_retry_and_records_the_owner(
     integrations["crm"].owner = owner
     integrations["crm"].save()
     sandbox.fault("crm.create", "error_401")
-    enquiry, op = approved_enquiry()
+    _enquiry, op = approved_enquiry()
     run_queue(until=state_is(op, Op.FAILED))
     run_queue()
     assert (op.attention, op.owner) == ("auth", owner)
@@ -222,7 +222,7 @@ def test_duplicates_at_the_destination_are_flagged_for_a_person(
 
 
 def test_a_changed_payload_is_refused_and_never_sent(approved_enquiry, sandbox, run_queue):
-    enquiry, op = approved_enquiry()
+    _enquiry, op = approved_enquiry()
     Operation.objects.filter(pk=op.pk).update(payload={**op.payload, "fields": {"x": "tampered"}})
     run_queue(until=state_is(op, Op.FAILED))
     assert op.attention == "payload_mismatch"
