@@ -1,0 +1,96 @@
+"""Who owns which queue, how fast it must be answered, and who has looked at it."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Queue(models.TextChoices):
+    """Every kind of work that needs a person; the console's rows carry one of these keys."""
+
+    UNKNOWN = "unknown", "Operation outcome unknown"
+    FAILED = "failed", "Operation failed"
+    SUBMISSION_UNKNOWN = "submission_unknown", "Enquiry submission unknown"
+    NEEDS_INFORMATION = "needs_information", "Enquiry needs information"
+    UNRESOLVED = "unresolved_classification", "Classification unresolved"
+    PAUSED = "paused_backlog", "Paused integration backlog"
+    REVIEW = "ready_for_review", "Ready for review"
+
+
+class ResponsePolicy(models.Model):
+    """Owner and response period for one queue, optionally for one integration only.
+
+    The most specific row wins: queue + integration, then queue alone, then integration alone,
+    then the default row (both blank).
+    """
+
+    queue = models.CharField(max_length=32, choices=Queue.choices, blank=True)
+    integration = models.ForeignKey(
+        "ledger.Integration", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    backup_owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    response_period = models.DurationField(
+        default=timedelta(hours=4), help_text="How long an item may wait before it is overdue."
+    )
+    review_cadence = models.DurationField(
+        default=timedelta(days=1),
+        help_text="Someone must open this queue at least this often, or the dashboard flags it.",
+    )
+
+    class Meta:
+        verbose_name_plural = "response policies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "integration"],
+                name="response_policy_unique",
+                nulls_distinct=False,
+            )
+        ]
+
+    def __str__(self):
+        queue = self.get_queue_display() if self.queue else "any queue"
+        return f"{queue} / {self.integration or 'any integration'}"
+
+
+class QueueVisit(models.Model):
+    """The last time a person opened a queue (one row per person and queue)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    queue = models.CharField(max_length=32, choices=Queue.choices)
+    opened_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "queue"], name="queue_visit_unique")]
+
+    def __str__(self):
+        return f"{self.user} opened {self.queue} at {self.opened_at:%Y-%m-%d %H:%M}"
+
+
+class Escalation(models.Model):
+    """An overdue item handed to the backup owner; unique per stay in a state, so it runs once."""
+
+    subject_type = models.CharField(max_length=64)
+    subject_id = models.CharField(max_length=64)
+    queue = models.CharField(max_length=32, choices=Queue.choices)
+    state_since = models.DateTimeField()
+    escalated_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject_type", "subject_id", "state_since"], name="escalation_once"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.subject_type}:{self.subject_id} escalated at {self.at:%Y-%m-%d %H:%M}"

@@ -1,8 +1,44 @@
 from django.urls import path
 
-from recovery import views
+from recovery.views import actions, dashboard, integrations, items, queue
+from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
+
+
 urlpatterns = [
-    path("console/", views.queue, name="queue"),
+    path("console/", queue.queue, name="queue"),
+    path("console/review/", queue.review_list, name="review"),
+    path("console/review/<str:reference>/", items.review_detail, name="review-item"),
+    path("console/enquiries/", queue.enquiry_list, name="enquiries"),
+    path("console/enquiries/<str:reference>/", items.enquiry_detail, name="enquiry"),
+    path("console/operations/<uuid:op_id>/", items.operation_detail, name="operation"),
+    path("console/integrations/", integrations.integration_list, name="integrations"),
+    path("console/integrations/<str:name>/pause/", integrations.pause, name="pause"),
+    path("console/integrations/<str:name>/resume/", integrations.resume, name="resume"),
+    path("console/integrations/<str:name>/backlog/", integrations.backlog, name="backlog"),
+    path("console/integrations/<str:name>/backlog/release/", integrations.release, name="release"),
+    path("console/dashboard/", dashboard.dashboard, name="dashboard"),
+    path("console/drill/", dashboard.drill, name="drill"),
+    path("console/runbooks/", dashboard.runbook_index, name="runbooks"),
+    path("console/runbooks/<slug:slug>/", dashboard.runbook, name="runbook"),
+    path("metrics", dashboard.metrics, name="metrics"),
+]
+urlpatterns += [
+    path(
+        f"console/operations/<uuid:op_id>/{segment}/",
+        actions.operation_action,
+        {"action": action},
+        name=f"op-{segment}",
+    )
+    for action, segment in OP_SEGMENTS.items()
+]
+urlpatterns += [
+    path(
+        f"console/enquiries/<str:reference>/{segment}/",
+        actions.enquiry_action,
+        {"action": action},
+        name=f"enquiry-{segment}",
+    )
+    for action, segment in ENQUIRY_SEGMENTS.items()
 ]

@@ -1,0 +1,319 @@
+"""The queue's figures, read from the database when asked: the dashboard and /metrics.
+
+"Measure the queue, not only the model": duplicate actions (attempted, prevented), unresolved
+submissions, the oldest queue item, manual recovery time, completed enquiries. Classification
+quality is kept apart, so a good model score cannot hide stranded work.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
+from django.utils import timezone
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from intake.models import Enquiry, EnquiryState, EventConflict, IntakeEvent, Suggestion
+from ledger.models import JournalEntry, Op, Operation
+from recovery import queue as work
+from recovery.models import Queue, QueueVisit, ResponsePolicy
+from recovery.words import CUSTOMER_AFFECTING_ACTIONS
+
+# Queue-age buckets for the dashboard's chart: (label, upper bound).
+AGE_BUCKETS = [
+    ("< 1 h", timedelta(hours=1)),
+    ("1-4 h", timedelta(hours=4)),
+    ("4-24 h", timedelta(days=1)),
+    ("1-3 d", timedelta(days=3)),
+    ("> 3 d", None),
+]
+RECOVERY_WINDOW = timedelta(days=30)
+RECOVERY_SAMPLE = 1000
+OP = "ledger.operation"
+
+
+@dataclass
+class QueueFlag:
+    queue: str
+    label: str
+    cadence: timedelta
+    last_opened: datetime | None
+    stale: bool
+
+
+@dataclass
+class Figures:
+    now: datetime
+    queue_total: int = 0
+    queue_overdue: int = 0
+    queue_by_kind: dict = field(default_factory=dict)
+    oldest_since: datetime | None = None
+    age_buckets: list = field(default_factory=list)  # [(label, count)]
+    duplicates: dict = field(default_factory=dict)
+    duplicates_attempted: int = 0
+    duplicates_prevented: int = 0
+    unresolved_submissions: dict = field(default_factory=dict)
+    median_recovery: timedelta | None = None
+    recoveries: int = 0
+    completed: int = 0
+    completed_7d: int = 0
+    classification: dict = field(default_factory=dict)
+    stale_queues: list = field(default_factory=list)
+
+    @property
+    def oldest_age(self) -> timedelta | None:
+        return self.now - self.oldest_since if self.oldest_since else None
+
+    @property
+    def unresolved_submissions_total(self) -> int:
+        return sum(self.unresolved_submissions.values())
+
+    @property
+    def max_bucket(self) -> int:
+        return max([count for _, count in self.age_buckets] + [1])
+
+
+def queue_summary(now):
+    """Totals, overdue, oldest and age buckets of the whole queue in one query over the union."""
+    sql, params = work.union(work.Filters(), now).query.sql_with_params()
+    cases, bucket_params, lower = [], [], None
+    for _label, upper in AGE_BUCKETS:
+        conditions = []
+        if lower is not None:
+            conditions.append("u.q_since <= %s")
+            bucket_params.append(now - lower)
+        if upper is not None:
+            conditions.append("u.q_since > %s")
+            bucket_params.append(now - upper)
+        cases.append(f"COUNT(*) FILTER (WHERE {' AND '.join(conditions)})")
+        lower = upper
+    query = (
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE u.q_overdue = 1), MIN(u.q_since), "
+        + ", ".join(cases)
+        + f" FROM ({sql}) AS u"
+    )
+    with connection.cursor() as cursor:
+        # The bucket bounds come first in the statement, the union's own parameters after.
+        cursor.execute(query, [*bucket_params, *params])
+        row = cursor.fetchone()
+    total, overdue, oldest, *buckets = row
+    return total, overdue, oldest, [(AGE_BUCKETS[i][0], n) for i, n in enumerate(buckets)]
+
+
+def duplicates():
+    redelivered = IntakeEvent.objects.aggregate(n=Sum(F("deliveries") - 1))["n"] or 0
+    conflicts = EventConflict.objects.count()
+    journal = JournalEntry.objects.filter(subject_type=OP).aggregate(
+        # An uncertain write found at the destination by reconciliation: the blind retry that
+        # would have made a second record was never sent.
+        reconciled=Count("pk", filter=Q(from_state=Op.UNKNOWN, to_state=Op.CONFIRMED)),
+        detected=Count(
+            "subject_id", filter=Q(action="ledger.operation.duplicate_detected"), distinct=True
+        ),
+    )
+    return {
+        "event_redelivered": redelivered,
+        "event_conflict": conflicts,
+        "reconciled_not_retried": journal["reconciled"],
+        "duplicate_record_detected": journal["detected"],
+    }
+
+
+def manual_recovery(now):
+    """(median time from 'needs a person' to a person's decision, how many) over 30 days."""
+    entered = Subquery(
+        JournalEntry.objects.filter(
+            subject_type=OP,
+            subject_id=OuterRef("subject_id"),
+            to_state__in=[Op.UNKNOWN, Op.FAILED],
+            at__lte=OuterRef("at"),
+        )
+        .order_by("-at")
+        .values("at")[:1]
+    )
+    decisions = (
+        JournalEntry.objects.filter(
+            subject_type=OP,
+            actor_user__isnull=False,
+            at__gte=now - RECOVERY_WINDOW,
+            from_state__in=[Op.UNKNOWN, Op.FAILED],
+        )
+        .annotate(entered=entered)
+        .exclude(entered__isnull=True)
+        .order_by("-at")
+        .values_list("at", "entered")[:RECOVERY_SAMPLE]
+    )
+    # Decisions that are not transitions (reconcile now) are journalled without a from_state.
+    requested = (
+        JournalEntry.objects.filter(
+            subject_type=OP,
+            actor_user__isnull=False,
+            at__gte=now - RECOVERY_WINDOW,
+            action="recovery.operation.reconcile_requested",
+        )
+        .annotate(entered=entered)
+        .exclude(entered__isnull=True)
+        .order_by("-at")
+        .values_list("at", "entered")[:RECOVERY_SAMPLE]
+    )
+    seconds = [(at - entered).total_seconds() for at, entered in [*decisions, *requested]]
+    if not seconds:
+        return None, 0
+    return timedelta(seconds=statistics.median(seconds)), len(seconds)
+
+
+def classification_quality():
+    outcomes = dict(
+        Suggestion.objects.exclude(review_outcome="")
+        .values_list("review_outcome")
+        .annotate(n=Count("pk"))
+        .values_list("review_outcome", "n")
+    )
+    totals = Suggestion.objects.aggregate(
+        total=Count("pk"),
+        unresolved=Count("pk", filter=Q(label=Suggestion.UNRESOLVED)),
+        turned_away=Count("pk", filter=~Q(validation="valid")),
+    )
+    return {
+        "suggestions": totals["total"],
+        "unresolved": totals["unresolved"],
+        "turned_away": totals["turned_away"],
+        "accepted": outcomes.get("accepted", 0),
+        "overridden": outcomes.get("overridden", 0),
+        "left_unresolved": outcomes.get("unresolved", 0),
+    }
+
+
+def stale_queues(now) -> list[QueueFlag]:
+    """Queues nobody opened within their review cadence (the queue's policy, else the default)."""
+    policies = {
+        p.queue: p.review_cadence for p in ResponsePolicy.objects.filter(integration__isnull=True)
+    }
+    default = policies.get("")
+    last = dict(
+        QueueVisit.objects.values_list("queue")
+        .annotate(last=Max("opened_at"))
+        .values_list("queue", "last")
+    )
+    # The console page shows every queue but review; opening it counts for all of them.
+    flags = []
+    for queue in Queue:
+        cadence = policies.get(queue.value, default)
+        if cadence is None:
+            continue
+        opened = last.get(queue.value)
+        flags.append(
+            QueueFlag(
+                queue=queue.value,
+                label=queue.label,
+                cadence=cadence,
+                last_opened=opened,
+                stale=opened is None or opened < now - cadence,
+            )
+        )
+    return flags
+
+
+def figures(now=None) -> Figures:
+    now = now or timezone.now()
+    result = Figures(now=now)
+    total, overdue, oldest, buckets = queue_summary(now)
+    result.queue_total, result.queue_overdue, result.oldest_since = total, overdue, oldest
+    result.age_buckets = buckets
+    result.duplicates = duplicates()
+    result.duplicates_attempted = sum(result.duplicates.values())
+    result.duplicates_prevented = (
+        result.duplicates_attempted - result.duplicates["duplicate_record_detected"]
+    )
+    result.unresolved_submissions = dict(
+        Operation.objects.filter(
+            state__in=[Op.UNKNOWN, Op.FAILED], action__in=CUSTOMER_AFFECTING_ACTIONS
+        )
+        .values_list("state")
+        .annotate(n=Count("pk"))
+        .values_list("state", "n")
+    )
+    result.unresolved_submissions.setdefault(Op.UNKNOWN, 0)
+    result.unresolved_submissions.setdefault(Op.FAILED, 0)
+    result.median_recovery, result.recoveries = manual_recovery(now)
+    completed = Enquiry.objects.filter(state=EnquiryState.CONFIRMED).aggregate(
+        total=Count("pk"), week=Count("pk", filter=Q(closed_at__gte=now - timedelta(days=7)))
+    )
+    result.completed, result.completed_7d = completed["total"], completed["week"]
+    result.classification = classification_quality()
+    result.stale_queues = stale_queues(now)
+    return result
+
+
+class ConsoleCollector:
+    """Prometheus collector: the same figures, read from the database at scrape time."""
+
+    def describe(self):
+        return []  # nothing is read when the collector is registered, only when scraped
+
+    def collect(self):
+        f = figures()
+        dup = CounterMetricFamily(
+            "handover_duplicate_actions_attempted",
+            "Duplicate actions that reached Handover, by kind.",
+            labels=["kind"],
+        )
+        for kind, n in f.duplicates.items():
+            dup.add_metric([kind], n)
+        yield dup
+        yield CounterMetricFamily(
+            "handover_duplicate_actions_prevented",
+            "Duplicate actions stopped before they changed a destination.",
+            value=f.duplicates_prevented,
+        )
+        unresolved = GaugeMetricFamily(
+            "handover_unresolved_submissions",
+            "External writes whose outcome is unknown or failed.",
+            labels=["state"],
+        )
+        for state, n in sorted(f.unresolved_submissions.items()):
+            unresolved.add_metric([state], n)
+        yield unresolved
+        yield GaugeMetricFamily(
+            "handover_queue_items", "Items waiting for a person.", value=f.queue_total
+        )
+        yield GaugeMetricFamily(
+            "handover_queue_overdue_items",
+            "Queue items past their response period.",
+            value=f.queue_overdue,
+        )
+        age = f.oldest_age.total_seconds() if f.oldest_age else 0.0
+        yield GaugeMetricFamily(
+            "handover_queue_oldest_item_age_seconds",
+            "Age of the oldest item in the queue (0 when empty).",
+            value=age,
+        )
+        yield GaugeMetricFamily(
+            "handover_manual_recovery_median_seconds",
+            "Median time from 'needs a person' to a person's decision (30 days).",
+            value=f.median_recovery.total_seconds() if f.median_recovery else 0.0,
+        )
+        yield CounterMetricFamily(
+            "handover_enquiries_completed",
+            "Enquiries confirmed by the CRM.",
+            value=f.completed,
+        )
+        stale = GaugeMetricFamily(
+            "handover_queue_unopened",
+            "1 when nobody opened the queue within its review cadence.",
+            labels=["queue"],
+        )
+        for flag in f.stale_queues:
+            stale.add_metric([flag.queue], 1 if flag.stale else 0)
+        yield stale
+        quality = GaugeMetricFamily(
+            "handover_classification_suggestions",
+            "Classification quality, kept apart from delivery: suggestions by outcome.",
+            labels=["outcome"],
+        )
+        for outcome, n in f.classification.items():
+            quality.add_metric([outcome], n)
+        yield quality

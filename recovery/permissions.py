@@ -1,0 +1,66 @@
+"""Which console actions a person may take on an item: state + policy + permission.
+
+Operations ask the ledger's policy table (ledger.policies.allowed_actions). Enquiries ask their
+own state machine: the transitions available from the current state, filtered by the
+transition's permission. None of this queries the database once the user's permissions are
+loaded (Django caches them on the user), so the queue can ask for every row.
+"""
+
+from ledger import policies
+from ledger.models import Integration
+
+# Console action -> Enquiry transition it fires (through intake.services).
+ENQUIRY_TRANSITIONS = {
+    "approve_revision": "approve",
+    "edit": "revise",
+    "request_information": "request_information",
+    "information_received": "information_received",
+    "reject": "reject",
+}
+ASSIGN_PERMISSIONS = ("intake.review_enquiry", "intake.complete_enquiry")
+
+# Console action -> the permission the view checks before anything else (403 otherwise).
+OPERATION_PERMISSIONS = {**policies.PERMISSIONS}
+ENQUIRY_PERMISSIONS = {
+    "approve_revision": "intake.approve_revision",
+    "edit": "intake.review_enquiry",
+    "request_information": "intake.review_enquiry",
+    "information_received": "intake.review_enquiry",
+    "reject": "intake.review_enquiry",
+}
+INTEGRATION_PERMISSION = "ledger.pause_integration"
+# What the console pages need at least (every role has it).
+VIEW_PERMISSION = "intake.view_enquiry"
+
+
+def can_assign(user) -> bool:
+    return any(user.has_perm(p) for p in ASSIGN_PERMISSIONS)
+
+
+def operation_actions(operation, user) -> list[str]:
+    try:
+        return policies.allowed_actions(operation, user)
+    except KeyError:  # an action type with no policy: offer nothing rather than guess
+        return []
+
+
+def enquiry_actions(enquiry, user) -> list[str]:
+    available = {t.name for t in enquiry.get_available_state_transitions()}
+    actions = [
+        action
+        for action, transition in ENQUIRY_TRANSITIONS.items()
+        if transition in available and user.has_perm(ENQUIRY_PERMISSIONS[action])
+    ]
+    if enquiry.closed_at is None and can_assign(user):
+        actions.append("assign")
+    return actions
+
+
+def integration_actions(integration: Integration, user) -> list[str]:
+    if not user.has_perm(INTEGRATION_PERMISSION):
+        return []
+    if integration.paused:
+        return ["resume"]
+    if integration.awaiting_backlog_review:
+        return ["release"]
+    return ["pause"]

@@ -1,0 +1,118 @@
+"""Template tags for the console: the lifecycle picture, ages, and plain words for codes."""
+
+from datetime import timedelta
+
+from django import template
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from recovery import diagram, words
+
+register = template.Library()
+
+
+@register.simple_tag
+def lifecycle(obj, visited=()):
+    """An inline SVG of ``obj``'s state machine with its current state marked."""
+    return mark_safe(
+        diagram.render_svg(type(obj), current=obj.state, visited=visited, title=str(obj))
+    )
+
+
+def short_duration(delta: timedelta) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min" if minutes else "under a minute"
+
+
+@register.filter
+def ago(value):
+    """ "3 h ago", or "just now"."""
+    if not value:
+        return ""
+    text = short_duration(timezone.now() - value)
+    return "just now" if text == "under a minute" else f"{text} ago"
+
+
+@register.filter
+def age(value, now=None):
+    """How long ago ``value`` was, briefly: "3 h 12 min", "2 d 4 h"."""
+    if not value:
+        return ""
+    return short_duration((now or timezone.now()) - value)
+
+
+@register.filter
+def until(value):
+    """How long until ``value`` ("in 2 h"), or how long ago it passed ("2 h ago")."""
+    if not value:
+        return ""
+    delta = value - timezone.now()
+    if delta.total_seconds() >= 0:
+        return f"in {short_duration(delta)}"
+    return ago(value)
+
+
+@register.filter
+def duration(value):
+    return short_duration(value) if value is not None else ""
+
+
+@register.filter
+def action_label(code):
+    return words.action_label(code or "")
+
+
+@register.filter
+def outcome_label(code):
+    return words.outcome_label(code)
+
+
+@register.filter
+def attention_label(code):
+    return words.ATTENTION.get(code or "", code or "")
+
+
+@register.filter
+def button_label(action):
+    return words.OPERATOR_ACTIONS.get(action, (action.replace("_", " ").capitalize(), False))[0]
+
+
+@register.filter
+def changes_external(action):
+    return words.OPERATOR_ACTIONS.get(action, ("", False))[1]
+
+
+@register.filter
+def action_help(action):
+    return words.ACTION_HELP.get(action, "")
+
+
+@register.filter
+def actor_name(actor):
+    """ "user:alice" -> "alice"; "system:worker-1" and "model:x@1" stay as they are."""
+    return actor.removeprefix("user:") if actor else ""
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key) if mapping else None
+
+
+@register.filter
+def elapsed(attempt):
+    """How long an attempt took: "0.84 s", "12 s", "3 min"."""
+    if not attempt.ended_at:
+        return ""
+    seconds = (attempt.ended_at - attempt.started_at).total_seconds()
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return short_duration(attempt.ended_at - attempt.started_at)

@@ -1,0 +1,81 @@
+"""What every console view shares: access checks, service calls, refusals as messages."""
+
+from __future__ import annotations
+
+import logging
+from functools import wraps
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django_fsm import ConcurrentTransition, TransitionNotAllowed
+
+from intake.models import Enquiry
+from intake.services import ActionRefused as IntakeRefused
+from ledger.models import Operation
+from ledger.services import ActionRefused as LedgerRefused
+from recovery.permissions import VIEW_PERMISSION
+
+log = logging.getLogger("recovery.actions")
+
+
+# "Not now, not like this": shown as a message, nothing changed (never a 500).
+REFUSALS = (IntakeRefused, LedgerRefused, TransitionNotAllowed, ConcurrentTransition)
+
+
+def forbidden(request, message: str):
+    return render(request, "recovery/forbidden.html", {"message": message}, status=403)
+
+
+def console_view(view):
+    """A console page: a person with a console role (403 otherwise, the login page for nobody)."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.has_perm(VIEW_PERMISSION):
+            return forbidden(request, "Your account has no console role. Ask an admin.")
+        try:
+            return view(request, *args, **kwargs)
+        except PermissionDenied as exc:
+            return forbidden(request, str(exc) or "You may not do that.")
+
+    return wrapper
+
+
+def require(user, permission: str, what: str):
+    if not user.has_perm(permission):
+        raise PermissionDenied(f"You may not {what}: it needs the {permission} permission.")
+
+
+def get_operation_for_user(user, op_id) -> Operation:
+    """The operation, if this person may see operations at all (404 for no such row)."""
+    require(user, "ledger.view_operation", "see operations")
+    return get_object_or_404(
+        Operation.objects.select_related("enquiry", "integration", "owner"), pk=op_id
+    )
+
+
+def get_enquiry_for_user(user, reference) -> Enquiry:
+    require(user, VIEW_PERMISSION, "see enquiries")
+    return get_object_or_404(
+        Enquiry.objects.select_related("category", "owner"), reference=reference
+    )
+
+
+def run(request, back: str, call, done: str):
+    """Call a service; a refusal becomes a message (never a 500), success a message too."""
+    try:
+        call()
+    except REFUSALS as exc:
+        messages.error(request, str(exc) or "That is not possible in the item's current state.")
+        log.info("refused %s by %s: %s", request.path, request.user, exc)
+    else:
+        messages.success(request, done)
+    return redirect(back)
+
+
+def form_refused(request, form, back: str):
+    for errors in form.errors.values():
+        for error in errors:
+            messages.error(request, error)
+    return redirect(back)

@@ -1,0 +1,79 @@
+"""The console's plain words for codes: actions, outcomes, attention reasons, operator actions."""
+
+from ledger.policies import ATTENTION as POLICY_ATTENTION
+
+ACTIONS = {
+    "crm.create_enquiry": "Create the enquiry in the CRM",
+    "crm.close_enquiry": "Close the enquiry in the CRM (compensation)",
+    "notify.send": "Send the customer's acknowledgement",
+    "suggest.category": "Suggest a category",
+    "documents.extract": "Read an attached document",
+    "appointments.read": "Read appointment slots",
+}
+
+# Writes whose delay a customer feels: their record in the CRM, their acknowledgement.
+CUSTOMER_AFFECTING_ACTIONS = ("crm.create_enquiry", "notify.send", "crm.close_enquiry")
+
+OUTCOMES = {
+    "success": "succeeded",
+    "transient": "unavailable (not accepted)",
+    "uncertain": "no answer (may have happened)",
+    "invalid": "refused as invalid",
+    "auth": "refused our credentials",
+    "found": "record found",
+    "not_found": "no record found",
+    "duplicate": "more than one record found",
+    "lookup_unavailable": "lookup not possible",
+    "lookup_failed": "lookup failed",
+    "": "in flight",
+}
+
+# Why a person must look (Operation.attention): the ledger owns those words.
+ATTENTION = POLICY_ATTENTION
+
+# Operator actions: button label, whether it changes an external system.
+OPERATOR_ACTIONS = {
+    "reconcile": ("Reconcile now", False),
+    "retry": ("Retry", True),
+    "complete_by_hand": ("Complete by hand", False),
+    "cancel": ("Cancel safely", False),
+    "compensate": ("Propose compensation", True),
+    "approve": ("Approve", True),
+    "reassign": ("Reassign owner", False),
+    "approve_revision": ("Approve revision", True),
+    "edit": ("Edit (new revision)", False),
+    "request_information": ("Request information", False),
+    "information_received": ("Information received", False),
+    "reject": ("Reject", False),
+    "assign": ("Reassign owner", False),
+    "pause": ("Pause", False),
+    "resume": ("Resume and review backlog", False),
+}
+
+ACTION_HELP = {
+    "reconcile": "Looks the record up at the destination by its reference. Changes nothing there.",
+    "retry": "Sends the same approved request again with the same idempotency key.",
+    "complete_by_hand": "You found or made the record yourself: give its reference at the "
+    "destination. Nothing is sent.",
+    "cancel": "Stops this operation for good. Nothing is sent; nothing at the destination is "
+    "undone.",
+    "compensate": "Proposes an operation that closes the record at the destination; it is "
+    "approved like any write.",
+    "approve": "Lets this operation run.",
+    "reassign": "Names the person who owns this item now.",
+    "assign": "Names the person who owns this enquiry now.",
+    "approve_revision": "Authorises delivery of the current revision to the CRM.",
+    "request_information": "Asks the customer for what is missing; the enquiry waits.",
+    "information_received": "The customer answered: the enquiry goes back to review.",
+    "reject": "Closes the enquiry without delivering it.",
+    "pause": "No new writes start; intake keeps accepting and storing; the backlog is kept.",
+    "resume": "Unpauses. Held writes stay held until you review and release them.",
+}
+
+
+def action_label(action: str) -> str:
+    return ACTIONS.get(action, action.replace(".", " ").replace("_", " "))
+
+
+def outcome_label(outcome: str | None) -> str:
+    return OUTCOMES.get(outcome or "", outcome or "")
