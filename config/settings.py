@@ -172,6 +172,9 @@ INTEGRATIONS = {
 INTEGRATION_TOKEN = env_str("INTEGRATION_TOKEN", "")
 CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 
+# Prometheus scrapes /metrics with "Authorization: Bearer <METRICS_TOKEN>" (unset: people only).
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
 # Failpoints: comma-separated names; off unless a test sets them (ledger/failpoints.py).
 FAILPOINTS = env_list("HANDOVER_FAILPOINTS", [])
 
