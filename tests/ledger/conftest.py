@@ -101,6 +101,27 @@ def integrations(db, sandbox):
 
 
 @pytest.fixture
+def roles(db):
+    """The role groups, also after a transactional test's flush emptied them (they come from
+    a data migration, which a flush does not replay)."""
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.contrib.auth.models import Group
+
+    migration = import_module("recovery.migrations.0001_roles")
+    if Group.objects.filter(name__in=migration.ROLE_PERMISSIONS).count() < len(
+        migration.ROLE_PERMISSIONS
+    ):
+        migration.create_roles(apps, None)
+
+
+@pytest.fixture
+def make_user(make_user, roles):
+    return make_user
+
+
+@pytest.fixture
 def reviewer(make_user):
     return make_user("reviewer")
 
@@ -254,19 +275,22 @@ class ClusterProcess:
                 pass
         self.process.wait()
 
-    def stop(self, timeout=20.0):
-        if self.process is None or self.process.poll() is not None:
+    def stop(self, timeout=5.0):
+        """SIGTERM to the cluster's main process (it stops its children), then the group goes."""
+        if self.process is None:
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        # Whatever survived its sentinel (a worker mid-task) goes too.
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        # Whatever did not stop in time (a worker mid-task) goes too.
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        self.process.wait()
 
 
 @pytest.fixture
