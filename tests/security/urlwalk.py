@@ -1,16 +1,18 @@
 """Walk the project's URL resolver and turn every pattern into real URLs to request.
 
 The security tests use this instead of a list of URLs, so a view the console owner adds later
-is checked without anyone editing the tests. Path arguments are filled from whatever the
-database holds (the demo seed plus a few rows per state, see conftest.py): the argument's
-name picks the likely model, its converter the kind of value.
+is checked without anyone editing the tests. Path arguments come from two places: the links
+and form actions on the pages already visited (a runbook index links to its runbooks), and
+whatever the database holds (the demo seed plus a row per state, see conftest.py), where the
+argument's name picks the likely model and its converter the kind of value.
 """
 
+import html
 import itertools
 import re
 from dataclasses import dataclass, field
 
-from django.urls import URLPattern, URLResolver, get_resolver
+from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from django.urls.converters import IntConverter, UUIDConverter
 from django.urls.resolvers import RoutePattern
 
@@ -163,3 +165,44 @@ def urls_for(route: Route, pool=None) -> list[str]:
             )
         )
     return urls
+
+
+_LINK = re.compile(r"""(?:href|action)=["'](/[^"'#?]*)""")
+
+
+def crawl(client, routes, *, check=None, pool=None) -> dict[str, list[int]]:
+    """GET every route's URLs (pages without arguments first, harvesting their links).
+
+    ``check(url, response)`` runs after each GET. A route that answers 405 once answers 405
+    for any argument, so it is not asked again. Returns {route: [status, ...]}.
+    """
+    pool = pool if pool is not None else candidate_pool()
+    wanted = {r.route for r in routes}
+    harvested: dict[str, list[str]] = {}
+
+    def harvest(response):
+        if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
+            return
+        for link in _LINK.findall(response.content.decode(errors="replace")):
+            link = html.unescape(link)
+            try:
+                match = resolve(link)
+            except Resolver404:
+                continue
+            if match.route in wanted:
+                harvested.setdefault(match.route, []).append(link)
+
+    seen = {}
+    for route in sorted(routes, key=lambda r: len(r.arg_names)):
+        urls = list(dict.fromkeys(harvested.get(route.route, []) + urls_for(route, pool)))
+        statuses = []
+        for url in urls[:MAX_URLS_PER_ROUTE]:
+            response = client.get(url)
+            if check is not None:
+                check(url, response)
+            statuses.append(response.status_code)
+            if response.status_code == 405:
+                break
+            harvest(response)
+        seen[str(route)] = statuses
+    return seen
