@@ -88,7 +88,7 @@ def test_new_event_is_stored_and_answered_202(post_event, received_signals):
         ("doc-17", "2", "pending"),
         ("doc-18", "1", "pending"),
     ]
-    journal = JournalEntry.objects.get(enquiry=enquiry)
+    journal = JournalEntry.objects.get(subject_type="intake.enquiry", enquiry=enquiry)
     assert (journal.from_state, journal.to_state, journal.actor) == (
         "received",
         "validated",
