@@ -3,6 +3,7 @@ import json
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
@@ -105,6 +106,18 @@ class Integration(models.Model):
 
     def __str__(self):
         return self.get_name_display()
+
+    def clean(self):
+        # The same order config/checks.py enforces for the default: a call that can outlive the
+        # cluster's timeout is killed mid-flight, every time.
+        cluster_timeout = settings.Q_CLUSTER.get("timeout")
+        if cluster_timeout is not None and self.timeout_seconds >= cluster_timeout:
+            raise ValidationError(
+                {
+                    "timeout_seconds": f"Must be shorter than the workers' timeout "
+                    f"(Q_TIMEOUT={cluster_timeout}s), or every slow call is killed mid-flight."
+                }
+            )
 
 
 class OperationState(models.TextChoices):

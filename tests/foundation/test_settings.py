@@ -58,3 +58,16 @@ def test_a_bad_value_fails_loudly():
     result = _manage("check", Q_WORKERS="two", DEBUG="1")
     assert result.returncode != 0
     assert "Q_WORKERS='two' is not a whole number" in result.stderr
+
+
+def test_integration_timeout_must_be_shorter_than_the_cluster_timeout(db):
+    import pytest
+    from django.core.exceptions import ValidationError
+
+    from ledger.models import Integration
+
+    row = Integration(name="crm", base_url="http://127.0.0.1:8765", timeout_seconds=60)
+    with pytest.raises(ValidationError, match="shorter than the workers' timeout"):
+        row.full_clean()
+    row.timeout_seconds = 5
+    row.full_clean()
