@@ -96,6 +96,8 @@ def received(db, settings, caplog):
     caplog.set_level(logging.DEBUG)
     response = signed_post(Client(), body, "msg_pii_1")
     assert response.status_code == 202, response.content
+    repeat = signed_post(Client(), body, "msg_pii_1")  # a redelivery takes its own path
+    assert repeat.status_code == 200, repeat.content
     return Enquiry.objects.get(reference=response.json()["reference"])
 
 
