@@ -36,7 +36,20 @@ payload_like = st.fixed_dictionaries(
         "consent": st.booleans() | json_values,
     },
 )
+valid_payloads = st.fixed_dictionaries(
+    {"email": st.just("a@example.org"), "message": st.text(max_size=50), "consent": st.just(True)},
+    optional={
+        "name": st.text(max_size=20),
+        "documents": st.lists(
+            st.fixed_dictionaries(
+                {"id": st.text(max_size=10), "version": st.integers(-1, 3) | st.text(max_size=3)}
+            ),
+            max_size=3,
+        ),
+    },
+)
 bodies = st.one_of(
+    valid_payloads.map(lambda v: json.dumps(v).encode()),
     st.binary(max_size=200),
     json_values.map(lambda v: json.dumps(v).encode()),
     payload_like.map(lambda v: json.dumps(v).encode()),
