@@ -359,6 +359,40 @@ def seed_work():
     )
     s.step(8.25, "submit", actor=WORKER).step(8.3, "mark_submission_unknown", actor=WORKER)
 
+    # Checked by hand and retried: the retry is queued, the enquiry is still submission_unknown.
+    s = Story(
+        None,
+        hours_ago=6,
+        users=users,
+        category=cats["repairs"],
+        subject="Pothole outside school",
+        email="d.osei@example.org",
+        name="D. Osei",
+        message="There is a deep pothole outside the primary school gate on Elm Road.",
+    )
+    s.intake(explanation="Mentions a repair outside a school.")
+    approved(s, 20)
+    op = s.operation(
+        "crm.create_enquiry",
+        crm,
+        minutes=20.1,
+        steps=[
+            (0, "approve", "revision 1 approved"),
+            (0.1, "submit", "claimed"),
+            (0.2, "mark_unknown", "timeout after the request was sent"),
+            (95, "retry", "lookup is off; searched the CRM by hand: no record", users["admin"]),
+        ],
+    )
+    s.attempt(
+        op,
+        minutes=20.15,
+        outcome="uncertain",
+        error_class="uncertain",
+        error_message="ReadTimeout after 10.0 s",
+        took=10.0,
+    )
+    s.step(20.12, "submit", actor=WORKER).step(20.3, "mark_submission_unknown", actor=WORKER)
+
     # Retries used up against an unavailable CRM: failed, back to approved.
     s = Story(
         None,

@@ -66,11 +66,13 @@ class EditForm(ReasonForm):
                 self.fields[name].initial = self.revision_fields.get(name, "")
 
     def changed_fields(self) -> dict:
+        """Fields sent and different from the current revision (absent means unchanged)."""
         data = self.cleaned_data
         return {
             name: data[name]
             for name in self.FIELDS
-            if (data.get(name) or "") != (self.revision_fields.get(name) or "")
+            if name in self.data
+            and (data.get(name) or "") != (self.revision_fields.get(name) or "")
         }
 
 

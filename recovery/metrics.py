@@ -109,7 +109,10 @@ def duplicates():
     journal = JournalEntry.objects.filter(subject_type=OP).aggregate(
         # An uncertain write found at the destination by reconciliation: the blind retry that
         # would have made a second record was never sent.
-        reconciled=Count("pk", filter=Q(from_state=Op.UNKNOWN, to_state=Op.CONFIRMED)),
+        reconciled=Count(
+            "pk",
+            filter=Q(from_state=Op.UNKNOWN, to_state=Op.CONFIRMED, actor_user__isnull=True),
+        ),
         detected=Count(
             "subject_id", filter=Q(action="ledger.operation.duplicate_detected"), distinct=True
         ),

@@ -114,7 +114,7 @@ def enquiry_action(request, reference, action):
         form = ReasonForm(request.POST)
     if not form.is_valid():
         return form_refused(request, form, back)
-    if action != "assign" and action not in permissions.enquiry_actions(enquiry, user):
+    if action not in permissions.enquiry_actions(enquiry, user):
         messages.error(
             request, f"You cannot {label} an enquiry that is {enquiry.get_state_display()}."
         )

@@ -1,0 +1,88 @@
+"""Scheduled work for the console (django-q2 Schedule "recovery.escalate_overdue")."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from intake import services as intake_services
+from intake.models import Enquiry
+from ledger import journal
+from ledger import services as ledger_services
+from ledger.models import Integration, Operation
+from recovery import ownership
+from recovery import queue as work
+from recovery.models import Escalation
+
+log = logging.getLogger("recovery.tasks")
+ACTOR = "system:escalation"
+
+
+def _subject(row):
+    if row["q_kind"] == work.KIND_OPERATION:
+        return "ledger.operation", Operation.objects.select_related("owner").get(pk=row["q_key"])
+    if row["q_kind"] == work.KIND_ENQUIRY:
+        return "intake.enquiry", Enquiry.objects.select_related("owner").get(reference=row["q_key"])
+    return "ledger.integration", Integration.objects.select_related("owner").get(name=row["q_key"])
+
+
+def escalate_overdue(now=None) -> int:
+    """Hand each overdue queue item to its policy's backup owner, once per stay in a state.
+
+    Safe to run anywhere, any number of times at once: the Escalation row (unique per subject
+    and the moment it entered its state) is inserted in the same transaction as the hand-over,
+    so a second runner fails on the unique index and does nothing.
+    """
+    now = now or timezone.now()
+    ids = dict(Integration.objects.values_list("name", "pk"))
+    escalated = 0
+    for row in work.all_rows(now, work.Filters(overdue=True)):
+        policy = ownership.policy_for(row["q_queue"], ids.get(row["q_integration"]))
+        backup = policy.backup_owner if policy else None
+        try:
+            with transaction.atomic():
+                subject_type, subject = _subject(row)
+                Escalation.objects.create(
+                    subject_type=subject_type,
+                    subject_id=str(subject.pk),
+                    queue=row["q_queue"],
+                    state_since=row["q_since"],
+                    escalated_to=backup,
+                )
+                previous = subject.owner
+                reason = (
+                    f"overdue since {row['q_due']:%Y-%m-%d %H:%M %Z}; handed to the backup owner"
+                    if backup
+                    else f"overdue since {row['q_due']:%Y-%m-%d %H:%M %Z}; no backup owner set"
+                )
+                if backup is not None and previous != backup:
+                    if subject_type == "ledger.operation":
+                        ledger_services.reassign_operation(
+                            subject.pk, actor=ACTOR, reason=reason, owner=backup
+                        )
+                    elif subject_type == "intake.enquiry":
+                        intake_services.assign_enquiry(
+                            subject.pk, actor=ACTOR, reason=reason, owner=backup
+                        )
+                journal.record(
+                    subject,
+                    "recovery.escalated",
+                    actor=ACTOR,
+                    reason=reason,
+                    evidence={
+                        "queue": row["q_queue"],
+                        "due": row["q_due"].isoformat(),
+                        "from": previous.get_username() if previous else None,
+                        "to": backup.get_username() if backup else None,
+                    },
+                )
+        except IntegrityError:
+            continue  # escalated already (by an earlier run or a concurrent one)
+        except (ledger_services.ActionRefused, intake_services.ActionRefused) as exc:
+            # The item moved on between the read and the lock: nothing to escalate.
+            log.info("not escalated %s %s: %s", row["q_kind"], row["q_key"], exc)
+            continue
+        escalated += 1
+    return escalated

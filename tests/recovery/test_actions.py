@@ -1,0 +1,326 @@
+"""Operator actions: each refuses a GET, a wrong role, an empty reason and a state that does
+not allow it (nothing changes: state, journal, queued tasks); and each does its work when
+allowed, through the services, with the reason in the journal."""
+
+import pytest
+from django.contrib.messages import get_messages
+from django.urls import reverse
+from django_q.models import OrmQ
+
+from intake.models import Enquiry, EnquiryState, Revision
+from ledger.models import Integration, JournalEntry, Op, Operation
+
+
+def snapshot():
+    return (
+        JournalEntry.objects.count(),
+        list(Operation.objects.order_by("pk").values_list("pk", "state", "owner_id", "held")),
+        list(Enquiry.objects.order_by("pk").values_list("pk", "state", "current_revision")),
+        list(Integration.objects.order_by("pk").values_list("paused", "awaiting_backlog_review")),
+        OrmQ.objects.count(),
+    )
+
+
+def messages_of(response):
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+# (url name, role that may act, how to make an item where it is allowed, one where it is not,
+#  extra POST fields)
+OP_CASES = [
+    ("op-reconcile", "coordinator", "unknown", "confirmed", {}),
+    ("op-retry", "admin", "failed", "confirmed", {}),
+    ("op-complete", "coordinator", "unknown", "confirmed", {"external_id": "CRM-1"}),
+    ("op-cancel", "coordinator", "failed", "confirmed", {}),
+    ("op-compensate", "admin", "confirmed", "unknown", {}),
+    ("op-approve", "reviewer", "proposed", "confirmed", {}),
+    ("op-reassign", "coordinator", "unknown", "confirmed", {}),
+]
+WRONG_ROLE = {
+    "op-reconcile": "reviewer",
+    "op-retry": "coordinator",
+    "op-complete": "reviewer",
+    "op-cancel": "reviewer",
+    "op-compensate": "coordinator",
+    "op-approve": "coordinator",
+    "op-reassign": "reviewer",
+}
+
+
+def make_op(story, state):
+    attention = "lookup_failed" if state == "unknown" else ""
+    return story.operation(state, attention=attention)
+
+
+@pytest.mark.parametrize("name,role,ok_state,bad_state,extra", OP_CASES)
+def test_operation_action_refusals(story, client_for, name, role, ok_state, bad_state, extra):
+    op = make_op(story, ok_state)
+    url = reverse(f"recovery:{name}", args=[op.pk])
+    before = snapshot()
+
+    assert client_for(role).get(url).status_code == 405
+    assert client_for(WRONG_ROLE[name]).post(url, {"reason": "because", **extra}).status_code == 403
+    response = client_for(role).post(url, {"reason": "   ", **extra})
+    assert response.status_code == 302
+    assert any("reason" in m.lower() for m in messages_of(response))
+    assert snapshot() == before
+
+    other = make_op(story, bad_state)
+    before = snapshot()
+    response = client_for(role).post(
+        reverse(f"recovery:{name}", args=[other.pk]), {"reason": "because", **extra}
+    )
+    assert response.status_code == 302
+    assert any("cannot" in m for m in messages_of(response)), messages_of(response)
+    assert snapshot() == before
+
+
+def test_unknown_operation_is_404(client_for):
+    url = reverse("recovery:op-reconcile", args=["6b1f7a52-52a5-4d4c-9d0a-3f3c1f0f0f0f"])
+    assert client_for("admin").post(url, {"reason": "x"}).status_code == 404
+
+
+def test_reconcile_now_journals_the_reason_and_queues_a_lookup(story, client_for, people):
+    op = make_op(story, "unknown")
+    url = reverse("recovery:op-reconcile", args=[op.pk])
+    response = client_for("coordinator").post(url, {"reason": "customer rang"})
+    assert response.status_code == 302
+    assert response["Location"].endswith(f"#op-{op.pk}")
+    row = JournalEntry.objects.get(action="recovery.operation.reconcile_requested")
+    assert (row.reason, row.actor_user) == ("customer rang", people["coordinator"])
+    assert OrmQ.objects.count() == 1
+
+
+def test_retry_needs_the_recovery_permission_until_an_admin_grants_it(story, client_for, people):
+    from django.contrib.auth.models import Permission
+
+    op = make_op(story, "failed")
+    url = reverse("recovery:op-retry", args=[op.pk])
+    assert client_for("coordinator").post(url, {"reason": "CRM is back"}).status_code == 403
+    people["coordinator"].user_permissions.add(Permission.objects.get(codename="recover_operation"))
+    assert client_for("coordinator").post(url, {"reason": "CRM is back"}).status_code == 302
+    op.refresh_from_db()
+    assert op.state == Op.APPROVED
+    assert JournalEntry.objects.filter(action="ledger.operation.retry", reason="CRM is back")
+
+
+def test_complete_by_hand_needs_the_external_reference(story, client_for):
+    op = make_op(story, "unknown")
+    url = reverse("recovery:op-complete", args=[op.pk])
+    before = snapshot()
+    response = client_for("coordinator").post(url, {"reason": "found it"})
+    assert any("reference" in m for m in messages_of(response))
+    assert snapshot() == before
+    client_for("coordinator").post(url, {"reason": "found it", "external_id": "CRM-77"})
+    op.refresh_from_db()
+    op.enquiry.refresh_from_db()
+    assert (op.state, op.external_id) == (Op.CONFIRMED, "CRM-77")
+    assert op.enquiry.state == EnquiryState.CONFIRMED
+
+
+def test_cancel_and_reassign(story, client_for, people):
+    op = make_op(story, "failed")
+    client_for("coordinator").post(
+        reverse("recovery:op-reassign", args=[op.pk]),
+        {"reason": "Sam knows this CRM", "owner": people["admin"].pk},
+    )
+    op.refresh_from_db()
+    assert op.owner == people["admin"]
+    client_for("coordinator").post(
+        reverse("recovery:op-cancel", args=[op.pk]), {"reason": "customer withdrew"}
+    )
+    op.refresh_from_db()
+    assert op.state == Op.CANCELLED
+
+
+def test_compensate_then_approve_the_compensation(story, client_for):
+    op = make_op(story, "confirmed")
+    client_for("admin").post(
+        reverse("recovery:op-compensate", args=[op.pk]), {"reason": "sent by mistake"}
+    )
+    compensation = Operation.objects.get(compensates=op)
+    assert (compensation.action, compensation.state) == ("crm.close_enquiry", Op.PROPOSED)
+    url = reverse("recovery:op-approve", args=[compensation.pk])
+    # Approving a compensation changes the CRM: the recovery permission, not a reviewer's.
+    assert client_for("reviewer").post(url, {"reason": "ok"}).status_code == 403
+    client_for("admin").post(url, {"reason": "checked with the CRM team"})
+    compensation.refresh_from_db()
+    assert compensation.state == Op.APPROVED
+
+
+# --- enquiry actions -----------------------------------------------------------------------------
+
+ENQUIRY_CASES = [
+    # name, role, allowed state, refused state, wrong role
+    ("enquiry-approve", "reviewer", "ready_for_review", "needs_information", "coordinator"),
+    ("enquiry-edit", "reviewer", "ready_for_review", "confirmed", "coordinator"),
+    ("enquiry-request-information", "reviewer", "ready_for_review", "confirmed", "coordinator"),
+    (
+        "enquiry-information-received",
+        "reviewer",
+        "needs_information",
+        "ready_for_review",
+        "coordinator",
+    ),
+    ("enquiry-reject", "reviewer", "ready_for_review", "confirmed", "coordinator"),
+    ("enquiry-assign", "coordinator", "ready_for_review", "confirmed", None),
+]
+
+
+@pytest.mark.parametrize("name,role,ok_state,bad_state,wrong", ENQUIRY_CASES)
+def test_enquiry_action_refusals(story, client_for, people, name, role, ok_state, bad_state, wrong):
+    from django.contrib.auth import get_user_model
+
+    extra = {"subject": "Changed"} if name == "enquiry-edit" else {}
+    enquiry = story.enquiry(ok_state)
+    url = reverse(f"recovery:{name}", args=[enquiry.reference])
+    before = snapshot()
+    assert client_for(role).get(url).status_code == 405
+    if wrong:
+        assert client_for(wrong).post(url, {"reason": "x", **extra}).status_code == 403
+    else:  # no role holds neither permission; a user with no role at all is refused
+        nobody = get_user_model().objects.create_user("no-role")
+        client = client_for(None)
+        client.force_login(nobody)
+        assert client.post(url, {"reason": "x", **extra}).status_code == 403
+    response = client_for(role).post(url, {"reason": "", **extra})
+    assert response.status_code == 302
+    assert any("reason" in m.lower() for m in messages_of(response))
+    assert snapshot() == before
+
+    other = story.enquiry(bad_state)
+    before = snapshot()
+    response = client_for(role).post(
+        reverse(f"recovery:{name}", args=[other.reference]), {"reason": "x", **extra}
+    )
+    assert response.status_code == 302
+    assert any("cannot" in m for m in messages_of(response)), messages_of(response)
+    assert snapshot() == before
+
+
+def test_reviewer_approves_and_the_crm_write_is_queued(story, client_for, people):
+    enquiry = story.enquiry("ready_for_review")
+    response = client_for("reviewer").post(
+        reverse("recovery:enquiry-approve", args=[enquiry.reference]), {"reason": "checked"}
+    )
+    assert response.status_code == 302
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.APPROVED
+    op = Operation.objects.get(enquiry=enquiry, action="crm.create_enquiry")
+    assert op.state == Op.APPROVED
+    assert OrmQ.objects.count() == 1
+
+
+def test_a_reviewer_cannot_approve_a_revision_they_edited(story, client_for, people, make_user):
+    enquiry = story.enquiry("ready_for_review")
+    edit = reverse("recovery:enquiry-edit", args=[enquiry.reference])
+    client_for("reviewer").post(edit, {"reason": "clearer subject", "subject": "No heating"})
+    enquiry.refresh_from_db()
+    assert enquiry.current_revision == 2
+    assert Revision.objects.get(enquiry=enquiry, number=2).created_by == people["reviewer"]
+
+    page = client_for("reviewer").get(reverse("recovery:review-item", args=[enquiry.reference]))
+    assert b"another reviewer must approve it" in page.content
+    approve = reverse("recovery:enquiry-approve", args=[enquiry.reference])
+    before = snapshot()
+    response = client_for("reviewer").post(approve, {"reason": "looks right"})
+    assert response.status_code == 403
+    assert b"edited themselves" in response.content
+    assert snapshot() == before
+
+    response = client_for("admin").post(approve, {"reason": "second pair of eyes"})
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.APPROVED
+    assert enquiry.approved_revision == 2
+
+
+def test_edit_with_nothing_changed_makes_no_revision(story, client_for):
+    enquiry = story.enquiry("ready_for_review")
+    before = snapshot()
+    response = client_for("reviewer").post(
+        reverse("recovery:enquiry-edit", args=[enquiry.reference]), {"reason": "no-op"}
+    )
+    assert any("Nothing changed" in m for m in messages_of(response))
+    assert snapshot() == before
+
+
+def test_request_information_then_received_then_reject(story, client_for):
+    enquiry = story.enquiry("ready_for_review")
+    ref = enquiry.reference
+    c = client_for("reviewer")
+    c.post(reverse("recovery:enquiry-request-information", args=[ref]), {"reason": "address?"})
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.NEEDS_INFORMATION
+    c.post(reverse("recovery:enquiry-information-received", args=[ref]), {"reason": "phoned"})
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.READY_FOR_REVIEW
+    c.post(reverse("recovery:enquiry-reject", args=[ref]), {"reason": "duplicate by phone"})
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.REJECTED
+    reasons = list(JournalEntry.objects.filter(enquiry=enquiry).values_list("reason", flat=True))
+    assert {"address?", "phoned", "duplicate by phone"} <= set(reasons)
+
+
+def test_assign_owner(story, client_for, people):
+    enquiry = story.enquiry("needs_information")
+    client_for("coordinator").post(
+        reverse("recovery:enquiry-assign", args=[enquiry.reference]),
+        {"reason": "on shift", "owner": people["coordinator"].pk},
+    )
+    enquiry.refresh_from_db()
+    assert enquiry.owner == people["coordinator"]
+    assert JournalEntry.objects.filter(action="intake.enquiry.assigned", reason="on shift")
+
+
+def test_next_must_stay_in_the_console(story, client_for):
+    enquiry = story.enquiry("ready_for_review")
+    url = reverse("recovery:enquiry-reject", args=[enquiry.reference])
+    response = client_for("reviewer").post(url, {"reason": "x", "next": "https://evil.example/"})
+    assert response["Location"] == reverse("recovery:enquiry", args=[enquiry.reference])
+
+
+# --- integrations: pause, resume via the backlog review, release --------------------------------
+
+
+def test_pause_resume_review_release(story, client_for, integrations_rows):
+    op = story.operation("approved")
+    admin = client_for("admin")
+    pause = reverse("recovery:pause", args=["crm"])
+    resume = reverse("recovery:resume", args=["crm"])
+    release = reverse("recovery:release", args=["crm"])
+
+    before = snapshot()
+    assert client_for("coordinator").post(pause, {"reason": "mapping"}).status_code == 403
+    assert admin.post(pause, {"reason": ""}).status_code == 302
+    assert admin.post(resume, {"reason": "not paused"}).status_code == 302  # refused: not paused
+    assert snapshot() == before
+
+    admin.post(pause, {"reason": "CRM field mapping changed"})
+    op.refresh_from_db()
+    assert op.held
+    crm = Integration.objects.get(name="crm")
+    assert crm.paused and crm.pause_reason == "CRM field mapping changed"
+    queue = admin.get(reverse("recovery:queue")).content.decode()
+    assert "1 write held while paused" in queue
+
+    before = snapshot()
+    response = admin.post(release, {"reason": "too early", "operations": [str(op.pk)]})
+    assert any("still paused" in m for m in messages_of(response))
+    assert snapshot() == before
+
+    response = admin.post(resume, {"reason": "mapping fixed"})
+    assert response["Location"] == reverse("recovery:backlog", args=["crm"])
+    crm.refresh_from_db()
+    assert not crm.paused and crm.awaiting_backlog_review
+    op.refresh_from_db()
+    assert op.held  # resuming releases nothing by itself
+    page = admin.get(reverse("recovery:backlog", args=["crm"])).content.decode()
+    assert op.enquiry.reference in page
+
+    admin.post(release, {"reason": "checked three records", "operations": [str(op.pk)]})
+    op.refresh_from_db()
+    crm.refresh_from_db()
+    assert not op.held and not crm.awaiting_backlog_review
+    assert JournalEntry.objects.filter(
+        action="ledger.integration.backlog_released", reason="checked three records"
+    )

@@ -1,0 +1,147 @@
+"""Every console URL x method x role -> the status it must answer.
+
+A meta-test walks the URL resolver: a console URL missing from MATRIX fails the suite, so a new
+page or action cannot ship without saying who may reach it.
+"""
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+ROLES = (None, "coordinator", "reviewer", "admin")  # None: anonymous
+LOGIN = 302  # anonymous people are sent to the login page
+ALL = {None: LOGIN, "coordinator": 200, "reviewer": 200, "admin": 200}
+REVIEWERS = {None: LOGIN, "coordinator": 403, "reviewer": 200, "admin": 200}
+GET_ONLY = {None: LOGIN, "coordinator": 405, "reviewer": 405, "admin": 405}
+# An action POSTed with no reason: refused with a message and a redirect (302) when the role may
+# act, 403 when it may not.
+TRIAGE = {None: LOGIN, "coordinator": 302, "reviewer": 403, "admin": 302}
+RECOVER = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 302}
+APPROVE = {None: LOGIN, "coordinator": 403, "reviewer": 302, "admin": 302}
+REVIEW = {None: LOGIN, "coordinator": 403, "reviewer": 302, "admin": 302}
+ASSIGN = {None: LOGIN, "coordinator": 302, "reviewer": 302, "admin": 302}
+ADMIN_ONLY = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 302}
+POST_ONLY = GET_ONLY
+
+MATRIX = {
+    "queue": {"GET": ALL, "POST": GET_ONLY},
+    "review": {"GET": REVIEWERS, "POST": GET_ONLY},
+    "review-item": {"GET": REVIEWERS, "POST": GET_ONLY},
+    "enquiries": {"GET": ALL, "POST": GET_ONLY},
+    "enquiry": {"GET": ALL, "POST": GET_ONLY},
+    "operation": {
+        "GET": {None: LOGIN, "coordinator": 302, "reviewer": 302, "admin": 302},
+        "POST": GET_ONLY,
+    },
+    "integrations": {"GET": ALL, "POST": GET_ONLY},
+    "backlog": {"GET": ALL, "POST": GET_ONLY},
+    "dashboard": {"GET": ALL, "POST": GET_ONLY},
+    # POST records a conclusion on a drill run (recovery.review_drillrun); none exists here.
+    "drill": {"GET": ALL, "POST": {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 404}},
+    "runbooks": {"GET": ALL, "POST": GET_ONLY},
+    "runbook": {"GET": ALL, "POST": GET_ONLY},
+    # Prometheus: no login page for a scraper; 401 without the token.
+    "metrics": {
+        "GET": {None: 401, "coordinator": 200, "reviewer": 200, "admin": 200},
+        "POST": {None: 405, "coordinator": 405, "reviewer": 405, "admin": 405},
+    },
+    "op-reconcile": {"GET": POST_ONLY, "POST": TRIAGE},
+    "op-retry": {"GET": POST_ONLY, "POST": RECOVER},
+    "op-complete": {"GET": POST_ONLY, "POST": TRIAGE},
+    "op-cancel": {"GET": POST_ONLY, "POST": TRIAGE},
+    "op-compensate": {"GET": POST_ONLY, "POST": RECOVER},
+    # Approving a proposed CRM write needs intake.approve_revision (the policy's permission).
+    "op-approve": {"GET": POST_ONLY, "POST": APPROVE},
+    "op-reassign": {"GET": POST_ONLY, "POST": TRIAGE},
+    "enquiry-approve": {"GET": POST_ONLY, "POST": APPROVE},
+    "enquiry-edit": {"GET": POST_ONLY, "POST": REVIEW},
+    "enquiry-request-information": {"GET": POST_ONLY, "POST": REVIEW},
+    "enquiry-information-received": {"GET": POST_ONLY, "POST": REVIEW},
+    "enquiry-reject": {"GET": POST_ONLY, "POST": REVIEW},
+    "enquiry-assign": {"GET": POST_ONLY, "POST": ASSIGN},
+    "pause": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
+    "resume": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
+    "release": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
+}
+
+
+def console_routes():
+    """(url name, view module) for every URL pattern whose view lives in recovery."""
+    found = []
+
+    def walk(patterns, namespace=""):
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, entry.namespace or namespace)
+            elif isinstance(entry, URLPattern):
+                view = getattr(entry.callback, "view_class", entry.callback)
+                if view.__module__.startswith("recovery."):
+                    found.append((entry.name, namespace, str(entry.pattern)))
+
+    walk(get_resolver().url_patterns)
+    return found
+
+
+def test_every_console_url_is_in_the_matrix():
+    routes = console_routes()
+    assert routes, "the resolver walk found no console URL"
+    missing = [f"/{pattern} (name {name!r})" for name, _, pattern in routes if name not in MATRIX]
+    assert not missing, f"console URLs missing from MATRIX: {missing}"
+    unnamed = [pattern for name, _, pattern in routes if not name]
+    assert not unnamed, f"console URLs need a name to be in the matrix: {unnamed}"
+    stale = sorted(set(MATRIX) - {name for name, _, _ in routes})
+    assert not stale, f"MATRIX lists URLs that no longer exist: {stale}"
+    assert {ns for _, ns, _ in routes} == {"recovery"}
+
+
+def test_every_matrix_row_covers_every_method_and_role():
+    for name, methods in MATRIX.items():
+        assert set(methods) == {"GET", "POST"}, name
+        for method, by_role in methods.items():
+            assert set(by_role) == set(ROLES), f"{name} {method}"
+
+
+@pytest.fixture
+def urls(story, people):
+    """A concrete URL for every route name, on objects the actions can find."""
+    from django.urls import reverse
+
+    op = story.operation("unknown", attention="lookup_failed", attempts=["uncertain"])
+    enquiry = story.enquiry("ready_for_review")
+    args = {
+        "enquiry": [enquiry.reference],
+        "review-item": [enquiry.reference],
+        "operation": [op.pk],
+        "backlog": ["crm"],
+        "pause": ["crm"],
+        "resume": ["crm"],
+        "release": ["crm"],
+        "runbook": ["unknown-outcome"],
+    }
+    result = {}
+    for name in MATRIX:
+        if name.startswith("op-"):
+            result[name] = reverse(f"recovery:{name}", args=[op.pk])
+        elif name.startswith("enquiry-"):
+            result[name] = reverse(f"recovery:{name}", args=[enquiry.reference])
+        else:
+            result[name] = reverse(f"recovery:{name}", args=args.get(name, []))
+    return result
+
+
+def test_matrix(urls, client_for):
+    """One test walks the whole matrix (a single database set-up keeps it quick)."""
+    failures = []
+    for role in ROLES:
+        client = client_for(role)
+        for name, methods in MATRIX.items():
+            for method, by_role in methods.items():
+                response = getattr(client, method.lower())(urls[name])
+                expected = by_role[role]
+                if response.status_code != expected:
+                    failures.append(
+                        f"{method} {urls[name]} as {role or 'anonymous'}: "
+                        f"{response.status_code}, expected {expected}"
+                    )
+                if response.status_code == 302 and role is None and name != "metrics":
+                    assert response["Location"].startswith("/accounts/login/"), urls[name]
+    assert not failures, "\n".join(failures)

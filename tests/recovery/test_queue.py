@@ -1,0 +1,199 @@
+"""The queue: what is in it, in which order, filtered how, and at what cost in queries."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from intake.models import Enquiry, Revision
+from ledger.models import Integration, Op, Operation, payload_hash
+from recovery import queue as work
+from recovery.models import Queue, QueueVisit, ResponsePolicy
+
+
+def bulk_queue(n, integrations_rows, category=None):
+    """n queue items of every kind, made in bulk (states set directly: this is about reads)."""
+    now = timezone.now()
+    enquiries, ops = [], []
+    for i in range(n):
+        kind = i % 4
+        state = ["submission_unknown", "approved", "needs_information", "ready_for_review"][kind]
+        enquiries.append(
+            Enquiry(
+                reference=f"BULK-{i:05d}",
+                source="website",
+                message="bulk",
+                state=state,
+                category=None,
+                state_changed_at=now - timedelta(minutes=i),
+            )
+        )
+    Enquiry.objects.bulk_create(enquiries)
+    Revision.objects.bulk_create(Revision(enquiry=e, number=1) for e in enquiries)
+    for i, enquiry in enumerate(enquiries):
+        if i % 4 in (0, 1):
+            action = "crm.create_enquiry" if i % 8 < 4 else "notify.send"
+            ops.append(
+                Operation(
+                    enquiry=enquiry,
+                    action=action,
+                    revision=1,
+                    idempotency_key=f"{enquiry.pk}:{action}:r1",
+                    payload={},
+                    payload_hash=payload_hash({}),
+                    integration=integrations_rows["crm" if action.startswith("crm") else "notify"],
+                    state=Op.UNKNOWN if i % 4 == 0 else Op.FAILED,
+                    state_changed_at=now - timedelta(minutes=i),
+                )
+            )
+    Operation.objects.bulk_create(ops)
+    from ledger.models import Attempt
+
+    Attempt.objects.bulk_create(
+        Attempt(operation=op, number=n, worker="bulk", outcome="transient")
+        for op in ops
+        for n in (1, 2)
+    )
+    # Paused long ago: the oldest, overdue row, so every kind is on the first page either way.
+    Integration.objects.filter(name="documents").update(
+        paused=True, paused_at=now - timedelta(days=3)
+    )
+
+
+def count_queue_queries(client):
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(reverse("recovery:queue"))
+    assert response.status_code == 200
+    return len(ctx), response
+
+
+def test_query_count_is_the_same_for_10_and_1000_items(client_for, integrations_rows, people):
+    ResponsePolicy.objects.create(queue="", owner=people["coordinator"])
+    client = client_for("coordinator")
+    client.get(reverse("recovery:queue"))  # warm the session and permission caches alike
+    bulk_queue(10, integrations_rows)
+    small, response = count_queue_queries(client)
+    assert response.context["page"].count == 11  # 10 items + the paused integration
+    Operation.objects.all().delete()
+    Revision.objects.all().delete()
+    Enquiry.objects.all().delete()
+    bulk_queue(1000, integrations_rows)
+    large, response = count_queue_queries(client)
+    assert response.context["page"].count == 1001
+    assert len(response.context["page"].rows) == work.PAGE_SIZE
+    kinds = {r.kind for r in response.context["page"].rows}
+    assert kinds == {"operation", "enquiry", "integration"}
+    assert small == large, f"{small} queries for 10 items, {large} for 1,000"
+
+
+def test_every_kind_of_work_is_one_row(story, integrations_rows):
+    unknown = story.operation("unknown")  # its enquiry is submission_unknown: one row, not two
+    failed = story.operation("failed", action="notify.send", integration="notify")
+    waiting = story.enquiry("needs_information")
+    stuck = story.enquiry("submission_unknown")  # no open operation: the enquiry is the row
+    unresolved = story.enquiry("ready_for_review", category=None)
+    story.enquiry("ready_for_review")  # has a category: the review queue, not this one
+    story.operation("confirmed")
+    story.operation("submitted")
+    Integration.objects.filter(name="documents").update(paused=True, paused_at=timezone.now())
+    page = work.page(work.Filters(), 1)
+    keys = {(r.kind, r.key, r.queue) for r in page.rows}
+    assert keys == {
+        ("operation", str(unknown.pk), Queue.UNKNOWN),
+        ("operation", str(failed.pk), Queue.FAILED),
+        ("enquiry", waiting.reference, Queue.NEEDS_INFORMATION),
+        ("enquiry", stuck.reference, Queue.SUBMISSION_UNKNOWN),
+        ("enquiry", unresolved.reference, Queue.UNRESOLVED),
+        ("integration", "documents", Queue.PAUSED),
+    }
+
+
+def _age(obj, hours):
+    type(obj).objects.filter(pk=obj.pk).update(
+        state_changed_at=timezone.now() - timedelta(hours=hours)
+    )
+
+
+def test_overdue_first_then_customer_affecting_then_oldest(story, people):
+    ResponsePolicy.objects.create(queue=Queue.FAILED, response_period=timedelta(hours=1))
+    ResponsePolicy.objects.create(queue="", response_period=timedelta(days=30))
+    old_internal = story.operation("failed", action="documents.extract", integration="documents")
+    _age(old_internal, 50)  # failed > 1 h: overdue
+    internal = story.operation("unknown", action="appointments.read", integration="appointments")
+    _age(internal, 40)
+    customer_new = story.operation("unknown")
+    _age(customer_new, 2)
+    customer_old = story.operation("unknown")
+    _age(customer_old, 3)
+    order = [r.key for r in work.page(work.Filters(), 1).rows]
+    assert order == [str(o.pk) for o in (old_internal, customer_old, customer_new, internal)]
+
+
+def test_filters(story, client_for, people):
+    mine = story.operation("unknown")
+    Operation.objects.filter(pk=mine.pk).update(owner=people["coordinator"])
+    notify = story.operation("failed", action="notify.send", integration="notify")
+    waiting = story.enquiry("needs_information")
+    ResponsePolicy.objects.create(queue=Queue.NEEDS_INFORMATION, response_period=timedelta(0))
+    client = client_for("coordinator")
+
+    def keys(query):
+        response = client.get(reverse("recovery:queue") + query)
+        return {r.key for r in response.context["page"].rows}
+
+    assert keys("?mine=1") == {str(mine.pk)}
+    assert keys(f"?owner={people['coordinator'].pk}") == {str(mine.pk)}
+    assert keys("?owner=none") == {str(notify.pk), waiting.reference}
+    assert keys("?integration=notify") == {str(notify.pk)}
+    assert keys("?state=failed") == {str(notify.pk)}
+    assert keys("?state=needs_information") == {waiting.reference}
+    assert keys("?overdue=1") == {waiting.reference}
+    assert keys("?state=nonsense&owner=x") == {str(mine.pk), str(notify.pk), waiting.reference}
+
+
+def test_owner_and_due_come_from_the_most_specific_policy(story, people, integrations_rows):
+    ResponsePolicy.objects.create(queue="", owner=people["admin"], response_period=timedelta(1))
+    ResponsePolicy.objects.create(
+        queue=Queue.FAILED, owner=people["reviewer"], response_period=timedelta(hours=2)
+    )
+    ResponsePolicy.objects.create(
+        queue=Queue.FAILED,
+        integration=integrations_rows["notify"],
+        owner=people["coordinator"],
+        response_period=timedelta(hours=8),
+    )
+    crm = story.operation("failed")
+    notify = story.operation("failed", action="notify.send", integration="notify")
+    rows = {r.key: r for r in work.page(work.Filters(), 1).rows}
+    assert rows[str(crm.pk)].owner == people["reviewer"]
+    assert rows[str(notify.pk)].owner == people["coordinator"]
+    notify.refresh_from_db()
+    assert rows[str(notify.pk)].due == notify.state_changed_at + timedelta(hours=8)
+
+
+def test_page_shows_what_was_attempted_and_the_last_attempt(story, client_for):
+    op = story.operation(
+        "unknown", attention="lookup_failed", attempts=["uncertain", "lookup_failed"]
+    )
+    html = client_for("coordinator").get(reverse("recovery:queue")).content.decode()
+    assert op.enquiry.reference in html
+    assert "Create the enquiry in the CRM" in html
+    assert "lookup failed" in html
+    assert f"/console/operations/{op.pk}/?action=reconcile" in html
+
+
+def test_opening_the_queue_records_a_visit(client_for, people):
+    client_for("coordinator").get(reverse("recovery:queue") + "?state=unknown")
+    assert list(QueueVisit.objects.values_list("queue", flat=True)) == [Queue.UNKNOWN]
+    client_for("coordinator").get(reverse("recovery:queue"))
+    assert QueueVisit.objects.count() == len(Queue) - 1  # every queue but review
+    client_for("reviewer").get(reverse("recovery:review"))
+    assert QueueVisit.objects.filter(queue=Queue.REVIEW).exists()
+
+
+@pytest.mark.parametrize("page", ["0", "-1", "abc", "999999"])
+def test_bad_page_numbers_are_not_errors(client_for, page):
+    assert client_for("admin").get(reverse("recovery:queue") + f"?page={page}").status_code == 200
