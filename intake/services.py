@@ -34,11 +34,11 @@ class ActionRefused(ValueError):
 @dataclass(frozen=True)
 class IntakeResult:
     status: int
-    body: dict
+    body_dict: dict
 
     @property
-    def body_dict(self) -> dict:
-        return self.body
+    def body(self) -> dict:
+        return self.body_dict
 
 
 def _error(status: int, message: str) -> IntakeResult:

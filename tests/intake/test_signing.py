@@ -165,3 +165,18 @@ def test_signed_headers_helper_round_trips():
     headers = signed_headers(body, SECRET, msg_id="msg_1", timestamp=VECTOR["timestamp"])
     assert headers["webhook-id"] == "msg_1"
     verify(headers, body)
+
+
+@pytest.mark.django_db
+def test_reference_vector_passes_the_endpoints_signature_check():
+    """Through receive_event with the vector's clock: past the signature, stopped by the fields."""
+    from intake.services import receive_event
+
+    body = VECTOR["payload"].encode()
+    accepted = receive_event("website", vector_headers(), body, now=VECTOR_TIME)
+    assert accepted.status == 422
+    assert "test" in accepted.body_dict["errors"]  # an unknown field, named
+    tampered = receive_event("website", vector_headers(), body + b" ", now=VECTOR_TIME)
+    assert tampered.status == 401
+    stale = receive_event("website", vector_headers(), body)  # today's clock
+    assert stale.status == 401
