@@ -1,0 +1,213 @@
+"""The console in a real headless Chromium (Playwright's sync API), against a live server, a
+real sandbox process and real `qcluster` processes.
+
+Skipped with a clear message where Chromium is not installed; a failure when CI=true (CI
+installs Debian's chromium, see .ci/run). Screenshots of the queue, the item page and the
+dashboard are written to docs/screenshots/ (linked from the README).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from intake.models import EnquiryState
+from ledger.models import Op, Operation
+from tests.ledger.conftest import (  # noqa: F401  (fixtures, reused)
+    approved_enquiry,
+    crm_records,
+    integrations,
+    make_enquiry,
+    reviewer,
+    run_queue,
+    sandbox,
+    sandbox_process,
+    start_cluster,
+    wait_for,
+)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture(autouse=True)
+def roles(transactional_db):
+    """A transactional test's flush empties the groups the migrations made: make them again.
+
+    (The flush re-creates permissions through post_migrate, but not data migrations' rows.)
+    """
+    import importlib
+
+    from django.contrib.auth.models import Group, Permission
+
+    grants = dict(importlib.import_module("recovery.migrations.0001_roles").ROLE_PERMISSIONS)
+    extra = importlib.import_module("recovery.migrations.0004_admin_configures_policies")
+    grants["admin"] = grants["admin"] + [f"recovery.{c}" for c in extra.ADMIN_PERMISSIONS]
+    for role, codes in grants.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        for code in codes:
+            app_label, codename = code.split(".")
+            group.permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(settings.BASE_DIR) / "docs" / "screenshots"
+PASSWORD = "pw-for-tests-only"  # tests/conftest.py make_user
+WAIT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    if not Path(CHROMIUM).exists():
+        message = (
+            f"Chromium is not installed at {CHROMIUM}: the browser tests need Debian's package "
+            "(apt-get install chromium)."
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " CI=true: this is a failure, not a skip.")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread for as long as the browser
+    # lives; the ORM calls made between browser steps (and the test database's flush after each
+    # test) are still plain synchronous code, which Django would otherwise refuse.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    context = chromium.new_context(viewport={"width": 1360, "height": 900}, locale="en-GB")
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    page.base = live_server.url
+    yield page
+    context.close()
+
+
+def login(page, username, password=PASSWORD):
+    page.goto(page.base + "/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("form [type=submit]")
+    page.wait_for_url(page.base + "/console/")
+
+
+def op_state(op):
+    return Operation.objects.get(pk=op.pk).state
+
+
+def test_coordinator_reconciles_an_unknown_item_to_confirmed(
+    page, make_user, approved_enquiry, sandbox, run_queue, start_cluster, wait_for
+):
+    # The CRM commits, then answers too late (unknown); the automatic lookup fails (503): a
+    # person must look. The record exists at the destination all along.
+    sandbox.fault("crm.create", "timeout_after_commit", delay_ms=2500)
+    sandbox.fault("crm.lookup", "error_503")
+    enquiry, op = approved_enquiry()
+    run_queue(until=lambda: Operation.objects.get(pk=op.pk).attention == "lookup_failed")
+    assert op_state(op) == Op.UNKNOWN
+    assert crm_records(sandbox, enquiry.reference) == 1
+    cluster = start_cluster()
+    coordinator = make_user("coordinator", username="casey")
+
+    login(page, coordinator.username)
+    row = page.locator(f"tr[data-key='{op.pk}']")
+    assert "Unknown" in row.inner_text()
+    row.get_by_role("link", name="Reconcile now").click()
+    page.wait_for_url(f"**/console/enquiries/{enquiry.reference}/**")
+    assert page.get_by_text("What is safe to do now?").is_visible()
+    form = page.locator(f"#act-{op.pk}-reconcile")
+    form.locator("textarea[name=reason]").fill("customer rang; checking the CRM")
+    form.get_by_role("button", name="Reconcile now").click()
+    page.get_by_text("Reconciliation started.").wait_for()
+
+    wait_for(
+        lambda: op_state(op) == Op.CONFIRMED,
+        timeout=60,
+        message=f"the cluster reconciles the operation\n{cluster.log()[-3000:]}",
+    )
+    page.reload()
+    assert page.locator(f"#op-{op.pk} .badge").first.inner_text() == "Confirmed"
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.CONFIRMED
+    assert crm_records(sandbox, enquiry.reference) == 1  # found, never sent twice
+    assert sandbox.stats()["requests"]["crm.create"] == 1
+
+
+def test_reviewer_approves_and_the_crm_record_appears(
+    page, make_user, make_enquiry, integrations, sandbox, start_cluster, wait_for
+):
+    enquiry = make_enquiry(message="The recycling bin on Elm Road was not emptied.")
+    cluster = start_cluster()
+    approver = make_user("reviewer", username="robin")
+
+    login(page, approver.username)
+    page.goto(page.base + "/console/review/")
+    page.get_by_role("link", name=enquiry.reference).click()
+    page.get_by_text("The customer's words").wait_for()
+    page.locator("#act-rev-approve_revision summary").click()
+    form = page.locator("#act-rev-approve_revision form")
+    form.locator("textarea[name=reason]").fill("fields checked against the message")
+    form.get_by_role("button", name="Approve revision").click()
+    page.get_by_text("Approved: delivery to the CRM is queued.").wait_for()
+
+    op = Operation.objects.get(enquiry=enquiry, action="crm.create_enquiry")
+    wait_for(
+        lambda: op_state(op) == Op.CONFIRMED,
+        timeout=60,
+        message=f"the cluster delivers the approved enquiry\n{cluster.log()[-3000:]}",
+    )
+    assert crm_records(sandbox, enquiry.reference) == 1
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.CONFIRMED
+
+
+def test_screenshots_of_the_queue_item_page_and_dashboard(page, monkeypatch):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-pass-for-screenshots")
+    call_command("seed_demo", stdout=StringIO())
+    login(page, "coordinator", "demo-pass-for-screenshots")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shots = {
+        "queue": "/console/",
+        "item": "/console/enquiries/TEST-001/",
+        "dashboard": "/console/dashboard/",
+    }
+    for name, url in shots.items():
+        page.goto(page.base + url)
+        assert page.locator("main.page").is_visible()
+        assert "Traceback" not in page.content()
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    for name in shots:
+        assert (SCREENSHOTS / f"{name}.png").stat().st_size > 10_000
