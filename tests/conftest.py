@@ -14,7 +14,23 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 
 @pytest.fixture
-def make_user(db, django_user_model):
+def roles(db):
+    """The role groups, also after a transactional test's flush emptied them (they come from
+    a data migration, which a flush does not replay)."""
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.contrib.auth.models import Group
+
+    migration = import_module("recovery.migrations.0001_roles")
+    if Group.objects.filter(name__in=migration.ROLE_PERMISSIONS).count() < len(
+        migration.ROLE_PERMISSIONS
+    ):
+        migration.create_roles(apps, None)
+
+
+@pytest.fixture
+def make_user(db, roles, django_user_model):
     """make_user("coordinator") -> a user in that role group (or none for role=None)."""
     from django.contrib.auth.models import Group
 

@@ -101,27 +101,6 @@ def integrations(db, sandbox):
 
 
 @pytest.fixture
-def roles(db):
-    """The role groups, also after a transactional test's flush emptied them (they come from
-    a data migration, which a flush does not replay)."""
-    from importlib import import_module
-
-    from django.apps import apps
-    from django.contrib.auth.models import Group
-
-    migration = import_module("recovery.migrations.0001_roles")
-    if Group.objects.filter(name__in=migration.ROLE_PERMISSIONS).count() < len(
-        migration.ROLE_PERMISSIONS
-    ):
-        migration.create_roles(apps, None)
-
-
-@pytest.fixture
-def make_user(make_user, roles):
-    return make_user
-
-
-@pytest.fixture
 def reviewer(make_user):
     return make_user("reviewer")
 
