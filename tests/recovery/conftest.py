@@ -15,6 +15,20 @@ from django.core.management import call_command
 from django.db import transaction
 from django.test import Client
 
+# The ledger's fixtures, reused by the browser tests: a real sandbox process, integration rows
+# pointing at it, enquiries approved through the services, real qcluster processes.
+from tests.ledger.conftest import (  # noqa: F401
+    approved_enquiry,
+    integrations,
+    make_enquiry,
+    reviewer,
+    run_queue,
+    sandbox,
+    sandbox_process,
+    start_cluster,
+    wait_for,
+)
+
 SYSTEM = "system:tests"
 
 

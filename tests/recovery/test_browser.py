@@ -16,18 +16,7 @@ from django.conf import settings
 
 from intake.models import EnquiryState
 from ledger.models import Op, Operation
-from tests.ledger.conftest import (  # noqa: F401  (fixtures, reused)
-    approved_enquiry,
-    crm_records,
-    integrations,
-    make_enquiry,
-    reviewer,
-    run_queue,
-    sandbox,
-    sandbox_process,
-    start_cluster,
-    wait_for,
-)
+from tests.ledger.conftest import crm_records
 
 pytestmark = [
     pytest.mark.browser,
