@@ -94,3 +94,41 @@ class Escalation(models.Model):
 
     def __str__(self):
         return f"{self.subject_type}:{self.subject_id} escalated at {self.at:%Y-%m-%d %H:%M}"
+
+
+class DrillRun(models.Model):
+    """One run of ``python manage.py drill``: its evidence report, kept as it was produced."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    integration = models.CharField(max_length=300)  # what the cases ran against
+    ran_by = models.CharField(max_length=150)  # the person (or job) that ran the command
+    passed = models.BooleanField()
+    cases_total = models.PositiveIntegerField(default=0)
+    cases_passed = models.PositiveIntegerField(default=0)
+    report = models.JSONField()  # the JSON report exactly as written to --json
+
+    class Meta:
+        ordering = ["-started_at"]
+        permissions = [("review_drillrun", "Can record a reviewer's conclusion on a drill run")]
+
+    def __str__(self):
+        verdict = "passed" if self.passed else "FAILED"
+        return f"drill {self.started_at:%Y-%m-%d %H:%M} {verdict}"
+
+
+class DrillConclusion(models.Model):
+    """What a reviewer concluded about a drill run: who, when, what. Kept with the report."""
+
+    run = models.ForeignKey(DrillRun, on_delete=models.CASCADE, related_name="conclusions")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    at = models.DateTimeField(default=timezone.now)
+    conclusion = models.TextField()
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self):
+        return f"{self.reviewer} on {self.run}: {self.conclusion[:40]}"

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from recovery import markdown
@@ -46,10 +46,13 @@ def metrics(request):
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @console_view
 def drill(request):
-    return render(request, "recovery/drill.html", {})
+    # The latest drill report; POST records an admin's conclusion (recovery/drill/views.py).
+    from recovery.drill.views import drill_page
+
+    return drill_page(request)
 
 
 @require_GET

@@ -1,0 +1,470 @@
+"""The drill's runner: sets up the real parts, runs every case, restores what it changed.
+
+What it starts itself: a sandbox (a fresh data file under ``var/drill/<run>/``) unless a real
+integration is configured, a gunicorn web server on a free port (so every event goes through
+the real intake endpoint over HTTP), and a django-q2 cluster (which the crash case kills and
+restarts with ``HANDOVER_FAILPOINTS`` set in that cluster's environment only).
+
+What it changes in the configured database, and gives back:
+- Enquiries of source ``drill``; each case's event ID is ``DRILL-<run>-<case>`` (the input
+  reference), so drill enquiries are easy to find and never mistaken for residents'.
+- Users ``drill`` (approves) and ``drill-editor`` (edits: no self-approval), reviewers.
+- In sandbox mode the four Integration rows point at the drill's own sandbox with short
+  timeouts for the run. Their previous values are written to a file first
+  (``var/drill/integrations-<database hash>.json``) and restored at the end (also on Ctrl-C or
+  SIGTERM); a run that was killed outright leaves that file behind, and the next run on that
+  database restores it before doing anything else.
+- If fewer than two categories are active, two ``drill-*`` categories are made and retired
+  again at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import requests
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection, transaction
+from django.utils import timezone
+
+from intake.models import Category, Enquiry, IntakeEvent
+from intake.signing import sign
+from ledger.integrations import ensure_integrations
+from ledger.models import Integration, Op, Operation
+from recovery.drill.destination import (
+    CannotRun,
+    Destination,
+    SandboxDestination,
+    is_sandbox,
+)
+from recovery.drill.processes import Cluster, WebServer, child_environment, new_secret
+from sandbox.testing import SandboxProcess
+
+logger = logging.getLogger("recovery.drill")
+
+SOURCE = "drill"
+ACTOR = "system:drill"
+DRILL_DIR = Path(settings.BASE_DIR) / "var" / "drill"
+BACKUP_FIELDS = [
+    "base_url",
+    "token",
+    "timeout_seconds",
+    "retry_budget",
+    "backoff_seconds",
+    "supports_lookup",
+    "supports_idempotency_key",
+    "settle_delay_seconds",
+    "paused",
+    "paused_at",
+    "paused_by_id",
+    "pause_reason",
+    "awaiting_backlog_review",
+]
+# The drill's integration settings: short enough that the whole matrix runs in about a minute.
+DRILL_SETTINGS = {
+    "token": "",
+    "timeout_seconds": 1.0,
+    "retry_budget": 2,
+    "backoff_seconds": 0.2,
+    "supports_lookup": True,
+    "supports_idempotency_key": True,
+    "settle_delay_seconds": 0.2,
+    "paused": False,
+    "awaiting_backlog_review": False,
+}
+WAIT_SECONDS = 30.0
+
+
+class CaseFailed(Exception):
+    """A bounded wait ran out or a step was refused: the case did not pass."""
+
+
+@dataclass
+class Check:
+    what: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class CaseResult:
+    key: str
+    name: str
+    expected: str
+    input_reference: str
+    observed: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    destination_records: int | None = None
+    enquiry_reference: str = ""
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.error and bool(self.checks) and all(c.ok for c in self.checks)
+
+    def check(self, ok, what: str, detail: str = "") -> bool:
+        self.checks.append(Check(what, bool(ok), str(detail)))
+        return bool(ok)
+
+    def note(self, text: str):
+        self.observed.append(text)
+
+    def as_dict(self) -> dict:
+        observed = "; ".join(self.observed)
+        failed = [f"{c.what} ({c.detail})" if c.detail else c.what for c in self.checks if not c.ok]
+        if failed:
+            observed += ("; " if observed else "") + "NOT MET: " + "; ".join(failed)
+        if self.error:
+            observed += ("; " if observed else "") + self.error
+        return {
+            "name": self.name,
+            "input_reference": self.input_reference,
+            "expected": self.expected,
+            "observed": observed,
+            "destination_records": self.destination_records,
+            "passed": self.passed,
+            "enquiry_reference": self.enquiry_reference,
+            "checks": [c.__dict__ for c in self.checks],
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def _row_values(row) -> dict:
+    values = {}
+    for name in BACKUP_FIELDS:
+        value = getattr(row, name)
+        values[name] = value.isoformat() if isinstance(value, datetime) else value
+    return values
+
+
+def backup_path() -> Path:
+    """One backup file per database, so drills on different databases never mix them up."""
+    s = connection.settings_dict
+    where = f"{s.get('HOST') or ''}:{s.get('PORT') or ''}/{s['NAME']}"
+    return DRILL_DIR / f"integrations-{hashlib.sha256(where.encode()).hexdigest()[:12]}.json"
+
+
+def restore_integrations(path: Path | None = None) -> bool:
+    """Put the Integration rows back as the backup file has them; True if there was one."""
+    path = path or backup_path()
+    if not path.exists():
+        return False
+    saved = json.loads(path.read_text())
+    with transaction.atomic():
+        for name, values in saved.items():
+            values = dict(values)
+            if values.get("paused_at"):
+                values["paused_at"] = datetime.fromisoformat(values["paused_at"])
+            Integration.objects.filter(name=name).update(**values)
+    path.unlink()
+    return True
+
+
+class Drill:
+    """Everything a case needs: the endpoint, the destination, the workers, the actors."""
+
+    def __init__(self, *, out=None, force_sandbox=False, run_id=None):
+        self.out = out
+        self.force_sandbox = force_sandbox
+        self.run_id = run_id or timezone.now().strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
+        self.dir = DRILL_DIR / self.run_id
+        self.secret = new_secret()
+        self.sandbox: SandboxProcess | None = None
+        self.destination: Destination | None = None
+        self.web: WebServer | None = None
+        self.cluster: Cluster | None = None
+        self.clusters_started = 0
+        self.session = requests.Session()
+        self.session.trust_env = False
+        self.made_categories: list[Category] = []
+        self.sandbox_mode = False
+        self.env: dict[str, str] = {}
+
+    # --- set-up and tear-down -----------------------------------------------------------------
+
+    def say(self, text: str):
+        if self.out is not None:
+            self.out.write(text)
+
+    def setup(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if restore_integrations():
+            self.say("A previous drill did not finish: its integration settings were restored.")
+        rows = ensure_integrations()
+        configured = rows[Integration.CRM].base_url
+        self.sandbox_mode = (
+            self.force_sandbox
+            or configured.rstrip("/") == settings.SANDBOX_URL.rstrip("/")
+            or is_sandbox(configured)
+        )
+        if self.sandbox_mode:
+            self.sandbox = SandboxProcess()
+            self.sandbox.start(self.dir / "sandbox.sqlite3")
+            self.destination = SandboxDestination(self.sandbox)
+            backup_path().write_text(
+                json.dumps({name: _row_values(row) for name, row in rows.items()}, indent=1)
+            )
+            Integration.objects.update(base_url=self.sandbox.url, **DRILL_SETTINGS)
+        else:
+            self.destination = Destination(configured)
+        self.reviewer, self.editor = self._users()
+        self.categories = self._categories()
+        self.env = child_environment(
+            INTAKE_SECRETS=json.dumps({**settings.INTAKE_SECRETS, SOURCE: [self.secret]})
+        )
+        self.web = WebServer(self.dir / "web.log", self.env).start()
+        self.start_cluster()
+        self.web.wait_ready()
+
+    def teardown(self):
+        for child in (self.cluster, self.web):
+            if child is not None:
+                child.stop()
+        if self.sandbox_mode:
+            restore_integrations()
+        if self.sandbox is not None:
+            self.sandbox.stop()
+        for category in self.made_categories:
+            Category.objects.filter(pk=category.pk).update(active=False)
+        self.session.close()
+        if self.destination is not None:
+            self.destination.close()
+
+    def _users(self):
+        # "drill" approves (reviewer) and resolves its own items afterwards (coordinator);
+        # "drill-editor" makes the edits, since nobody may approve a revision they edited.
+        User = get_user_model()
+        roles = {"drill": ["reviewer", "coordinator"], "drill-editor": ["reviewer"]}
+        users = []
+        for username, groups in roles.items():
+            user, created = User.objects.get_or_create(
+                username=username, defaults={"first_name": "Drill", "is_active": True}
+            )
+            if created:
+                user.set_unusable_password()
+                user.save()
+            user.groups.add(*Group.objects.filter(name__in=groups))
+            users.append(User.objects.get(pk=user.pk))  # fresh permission cache
+        return users
+
+    def _categories(self):
+        active = list(Category.objects.filter(active=True).order_by("slug")[:2])
+        for slug in ("drill-a", "drill-b"):
+            if len(active) >= 2:
+                break
+            category, _ = Category.objects.update_or_create(
+                slug=slug, defaults={"name": f"Drill {slug[-1].upper()}", "active": True}
+            )
+            self.made_categories.append(category)
+            active.append(category)
+        return active
+
+    # --- workers ------------------------------------------------------------------------------
+
+    def start_cluster(self, failpoints=()) -> Cluster:
+        self.clusters_started += 1
+        name = f"cluster-{self.clusters_started}" + ("-failpoint" if failpoints else "")
+        self.cluster = Cluster(self.dir / f"{name}.log", self.env, failpoints=failpoints).start()
+        return self.cluster
+
+    def stop_cluster(self):
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    # --- the intake endpoint ------------------------------------------------------------------
+
+    def event_id(self, key: str) -> str:
+        return f"DRILL-{self.run_id}-{key}"
+
+    def payload(self, key: str, **fields) -> dict:
+        return {
+            "name": "Drill Case",
+            "email": "drill@example.org",
+            "subject": f"[drill {self.run_id}] {key}",
+            "message": f"Drill case {key}: please ignore, this enquiry tests Handover itself.",
+            "consent": True,
+            **fields,
+        }
+
+    def body(self, payload: dict) -> bytes:
+        return json.dumps(payload, sort_keys=True).encode()
+
+    def headers(self, event_id: str, body: bytes) -> dict:
+        timestamp = int(time.time())
+        return {
+            "webhook-id": event_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(self.secret, event_id, timestamp, body),
+            "Content-Type": "application/json",
+            # As behind a TLS-terminating proxy: with SECURE=1 plain HTTP would be redirected.
+            "X-Forwarded-Proto": "https",
+        }
+
+    def post(self, event_id: str, body: bytes, session=None) -> tuple[int, dict]:
+        session = session or self.session
+        response = session.post(
+            f"{self.web.url}/intake/events/{SOURCE}/",
+            data=body,
+            headers=self.headers(event_id, body),
+            timeout=30,
+        )
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = {"raw": response.text[:200]}
+        return response.status_code, answer
+
+    def send(self, case: CaseResult, **fields) -> Enquiry:
+        """Deliver the case's event; expect 202 and return the enquiry it made."""
+        body = self.body(self.payload(case.key, **fields))
+        status, answer = self.post(case.input_reference, body)
+        if status != 202:
+            raise CaseFailed(f"the intake endpoint answered {status}: {answer}")
+        enquiry = Enquiry.objects.get(reference=answer["reference"])
+        case.enquiry_reference = enquiry.reference
+        case.note(f"intake 202, {enquiry.reference}")
+        return enquiry
+
+    def stored_event(self, event_id: str):
+        return IntakeEvent.objects.filter(source=SOURCE, event_id=event_id).first()
+
+    # --- waiting and reading ------------------------------------------------------------------
+
+    def wait(self, predicate, what: str, timeout: float = WAIT_SECONDS):
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise CaseFailed(f"{what}: not within {timeout:g}s (last seen: {value!r})")
+            time.sleep(0.05)
+
+    def wait_enquiry(self, enquiry, *states, timeout=WAIT_SECONDS) -> Enquiry:
+        def reached():
+            enquiry.refresh_from_db()
+            return enquiry.state in states and enquiry
+
+        try:
+            return self.wait(
+                reached, f"enquiry {enquiry.reference} to be {'/'.join(states)}", timeout
+            )
+        except CaseFailed as exc:
+            raise CaseFailed(f"{exc}; it is {enquiry.state}") from None
+
+    def crm_operation(self, enquiry, revision=None) -> Operation | None:
+        ops = Operation.objects.filter(enquiry=enquiry, action="crm.create_enquiry")
+        if revision is not None:
+            ops = ops.filter(revision=revision)
+        return ops.order_by("-revision", "-created_at").first()
+
+    def operation(self, enquiry, action) -> Operation | None:
+        return (
+            Operation.objects.filter(enquiry=enquiry, action=action).order_by("-created_at").first()
+        )
+
+    def wait_operation(self, op, predicate, what, timeout=WAIT_SECONDS) -> Operation:
+        def reached():
+            op.refresh_from_db()
+            return predicate(op) and op
+
+        try:
+            return self.wait(reached, what, timeout)
+        except CaseFailed as exc:
+            raise CaseFailed(f"{exc}; it is {op.state} {op.attention}".strip()) from None
+
+    def settle(self, enquiry, timeout=WAIT_SECONDS):
+        """Wait until none of the enquiry's work is due or in flight (faults can be re-armed)."""
+
+        def busy():
+            return list(
+                Operation.objects.filter(enquiry=enquiry, state__in=[Op.APPROVED, Op.SUBMITTED])
+                .exclude(state=Op.APPROVED, held=True)
+                .values_list("action", "state")
+            ) + list(
+                Operation.objects.filter(
+                    enquiry=enquiry, state=Op.UNKNOWN, attention=""
+                ).values_list("action", "state")
+            )
+
+        self.wait(lambda: not busy(), f"{enquiry.reference}'s work to come to rest", timeout)
+
+    def approve(self, enquiry, actor=None) -> Operation:
+        from ledger.services import approve_revision
+
+        return approve_revision(enquiry.pk, actor=actor or self.reviewer, reason="drill: approve")
+
+    def queue_row(self, kind: str, key) -> str | None:
+        """The console queue this item shows in (None: not in the queue)."""
+        from recovery.queue import all_rows
+
+        for row in all_rows():
+            if row["q_kind"] == kind and str(row["q_key"]) == str(key):
+                return row["q_queue"]
+        return None
+
+    def records(self, case: CaseResult, enquiry) -> int:
+        count = self.destination.records(enquiry.reference)
+        case.destination_records = count
+        return count
+
+    def require_faults(self):
+        if not self.destination.can_inject_faults:
+            raise CannotRun(
+                f"cannot be run against {self.destination.describe()}: this case injects faults "
+                "into (or pauses) the destination, which only the sandbox allows"
+            )
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run_case(self, spec) -> CaseResult:
+        case = CaseResult(
+            key=spec.key,
+            name=spec.name,
+            expected=spec.expected,
+            input_reference=self.event_id(spec.key),
+        )
+        started = time.monotonic()
+        try:
+            if spec.needs_faults:
+                self.require_faults()
+            spec.run(self, case)
+        except CannotRun as exc:
+            case.error = f"not run: {exc}"
+        except CaseFailed as exc:
+            case.error = f"failed: {exc}"
+        except Exception as exc:  # a case must report, never take the drill down
+            logger.exception("drill case %s crashed", spec.key)
+            case.error = f"error: {exc.__class__.__name__}: {exc}"
+        finally:
+            if self.destination.can_inject_faults:
+                try:
+                    self.destination.clear_faults()
+                    self.destination.capabilities(lookup=True, idempotency_key=True)
+                except requests.RequestException:
+                    pass
+            if self.cluster is None or not self.cluster.running:
+                self.start_cluster()
+        case.seconds = time.monotonic() - started
+        return case
+
+
+def install_stop_handlers():
+    """SIGTERM ends the drill like Ctrl-C does, so the integration rows are always restored."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,34 @@
+"""The console's drill page: the latest report, who ran it, and reviewers' conclusions."""
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+
+from recovery.models import DrillConclusion, DrillRun
+from recovery.views.common import require
+
+REVIEW_PERMISSION = "recovery.review_drillrun"
+
+
+def drill_page(request):
+    if request.method == "POST":
+        require(request.user, REVIEW_PERMISSION, "record a conclusion on a drill run")
+        run = get_object_or_404(DrillRun, pk=request.POST.get("run") or 0)
+        conclusion = (request.POST.get("conclusion") or "").strip()
+        if not conclusion:
+            messages.error(request, "Write what you concluded: it is kept with the report.")
+        else:
+            DrillConclusion.objects.create(run=run, reviewer=request.user, conclusion=conclusion)
+            messages.success(request, "Your conclusion is recorded with the drill report.")
+        return redirect("recovery:drill")
+    runs = list(DrillRun.objects.prefetch_related("conclusions__reviewer")[:6])
+    run = runs[0] if runs else None
+    return render(
+        request,
+        "recovery/drill.html",
+        {
+            "run": run,
+            "earlier": runs[1:],
+            "failed": (run.cases_total - run.cases_passed) if run else 0,
+            "can_review": request.user.has_perm(REVIEW_PERMISSION),
+        },
+    )

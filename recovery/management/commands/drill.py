@@ -1,0 +1,86 @@
+"""`python manage.py drill`: run the design's failure matrix for real and report the evidence.
+
+Exit code 0 only when every case passed. See docs/drill.md.
+"""
+
+import getpass
+import socket
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from recovery.drill import report
+from recovery.drill.cases import CASES
+from recovery.drill.runner import Drill, install_stop_handlers
+
+
+def default_runner() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+class Command(BaseCommand):
+    help = "Run every case of the drill table against the configured integration (or a sandbox)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", dest="json_path", type=Path, help="write the JSON report")
+        parser.add_argument("--html", dest="html_path", type=Path, help="write the HTML report")
+        parser.add_argument(
+            "--sandbox",
+            action="store_true",
+            help="use a sandbox the drill starts itself even if a real CRM is configured",
+        )
+        parser.add_argument(
+            "--case", action="append", default=[], help="run only this case (key; repeatable)"
+        )
+        parser.add_argument("--by", default="", help="who runs the drill (default: user@host)")
+
+    def handle(self, *args, json_path, html_path, sandbox, case, by, **options):
+        specs = [s for s in CASES if not case or s.key in case]
+        unknown = set(case) - {s.key for s in CASES}
+        if unknown:
+            raise CommandError(f"No such case: {', '.join(sorted(unknown))}.")
+        restore_signals = install_stop_handlers()
+        started_at = timezone.now()
+        drill = Drill(out=self.stdout, force_sandbox=sandbox)
+        results = []
+        try:
+            self.stdout.write(f"Drill {drill.run_id}: starting the sandbox, web server, workers")
+            drill.setup()
+            self.stdout.write(f"Against {drill.destination.describe()}")
+            for spec in specs:
+                began = time.monotonic()
+                result = drill.run_case(spec)
+                results.append(result)
+                verdict = self.style.SUCCESS("pass") if result.passed else self.style.ERROR("FAIL")
+                self.stdout.write(
+                    f"  {verdict}  {spec.name} ({time.monotonic() - began:.1f}s): "
+                    f"{result.as_dict()['observed']}"
+                )
+        finally:
+            integration = drill.destination.describe() if drill.destination else "not started"
+            drill.teardown()
+            restore_signals()
+        finished_at = timezone.now()
+        data = report.build(
+            integration=integration,
+            started_at=started_at,
+            finished_at=finished_at,
+            cases=results,
+            run_id=drill.run_id,
+            ran_by=by or default_runner(),
+        )
+        report.write(data, json_path=drill.dir / "report.json", html_path=drill.dir / "report.html")
+        report.write(data, json_path=json_path, html_path=html_path)
+        report.save(data)
+        passed = sum(1 for r in results if r.passed)
+        seconds = (finished_at - started_at).total_seconds()
+        summary = f"{passed} of {len(results)} cases passed in {seconds:.0f}s"
+        if passed != len(results) or not results:
+            raise CommandError(f"Drill failed: {summary}. Report: {drill.dir / 'report.html'}")
+        self.stdout.write(self.style.SUCCESS(f"Drill passed: {summary}."))

@@ -1,0 +1,112 @@
+"""`manage.py drill` end to end: its own sandbox, gunicorn and qcluster on this test database,
+every case of the design's table, the JSON shape, the exit code, the run kept for the console."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ledger.integrations import ensure_integrations
+from ledger.models import Integration
+from recovery.drill.cases import CASES
+from recovery.models import DrillRun
+from tests.ledger.conftest import PROJECT_ROOT, child_database_url
+
+# serialized_rollback: the roles (groups from a migration) survive other tests' flushes.
+DRILL_DB = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+CASE_KEYS = {"name", "input_reference", "expected", "observed", "destination_records", "passed"}
+DESIGN_TABLE = [
+    "valid new event",
+    "same event delivered twice (and 50 times at once)",
+    "invalid fields",
+    "destination unavailable",
+    "timeout after the destination committed",
+    "worker killed after the remote write succeeded",
+    "destination cannot be looked up",
+    "document access removed",
+    "enquiry changed after approval",
+    "uncertain classification",
+    "CRM succeeds, notification fails",
+    "category corrected before a retry",
+    "integration paused",
+]
+
+
+def integration_settings():
+    return {
+        row["name"]: row
+        for row in Integration.objects.values(
+            "name", "base_url", "timeout_seconds", "retry_budget", "paused", "supports_lookup"
+        )
+    }
+
+
+def test_every_case_of_the_drill_table_is_a_case():
+    assert [spec.name for spec in CASES] == DESIGN_TABLE
+
+
+@pytest.mark.slow
+@DRILL_DB
+def test_the_drill_runs_every_case_for_real_and_passes(tmp_path):
+    ensure_integrations()
+    before = integration_settings()
+    json_path, html_path = tmp_path / "drill.json", tmp_path / "drill.html"
+    env = {**os.environ, "DATABASE_URL": child_database_url()}
+    finished = subprocess.run(
+        [sys.executable, "manage.py", "drill", "--json", str(json_path), "--html", str(html_path)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+    output = finished.stdout + finished.stderr
+    report = json.loads(json_path.read_text())
+
+    assert {"integration", "started_at", "finished_at", "cases"} <= set(report)
+    assert report["integration"].startswith("sandbox at http://127.0.0.1:")
+    assert [case["name"] for case in report["cases"]] == DESIGN_TABLE
+    for case in report["cases"]:
+        assert set(case) >= CASE_KEYS, case
+        assert case["passed"] is True, f"{case['name']}: {case['observed']}\n{output[-4000:]}"
+        assert case["input_reference"].startswith("DRILL-")
+    assert finished.returncode == 0, output[-4000:]
+    assert "13 of 13 cases passed" in finished.stdout
+
+    html = html_path.read_text()
+    assert "every case passed" in html and "DRILL-" in html
+    run = DrillRun.objects.get()
+    assert run.passed and run.cases_total == run.cases_passed == 13
+    assert run.report == report
+    # The console's integrations point where they pointed before, not at the drill's dead port.
+    assert integration_settings() == before
+
+
+@pytest.mark.slow
+@DRILL_DB
+def test_a_case_that_fails_makes_the_exit_code_non_zero(tmp_path):
+    """Against a CRM that is not a sandbox, fault cases cannot run: they say so and fail."""
+    from ledger.models import Integration
+
+    ensure_integrations()
+    Integration.objects.update(base_url="http://127.0.0.1:9")  # nothing listens on discard
+    json_path = tmp_path / "drill.json"
+    env = {**os.environ, "DATABASE_URL": child_database_url()}
+    finished = subprocess.run(
+        [sys.executable, "manage.py", "drill", "--json", str(json_path), "--case", "paused"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
+    assert finished.returncode != 0
+    [case] = json.loads(json_path.read_text())["cases"]
+    assert case["passed"] is False
+    assert "not run" in case["observed"] and "only the sandbox allows" in case["observed"]
+    assert Integration.objects.filter(base_url="http://127.0.0.1:9").count() == 4
