@@ -260,6 +260,8 @@ def seed_work():
     integrations = {i.name: i for i in Integration.objects.all()}
     crm, notify, docs = integrations["crm"], integrations["notify"], integrations["documents"]
     seed_policies(users, integrations)
+    # Each integration names the person told when its credentials are refused.
+    Integration.objects.filter(owner__isnull=True).update(owner=users["admin"])
 
     def approved(story, minutes):
         return story.step(minutes, "approve", actor=reviewer, reason="fields checked")

@@ -42,7 +42,18 @@ def render(source: str) -> str:
             para = []
         if items:
             out.append(
-                f"<{list_tag}>" + "".join(f"<li>{inline(i)}</li>" for i in items) + f"</{list_tag}>"
+                f"<{list_tag}>"
+                + "".join(
+                    f"<li>{inline(text)}"
+                    + (
+                        "<ul>" + "".join(f"<li>{inline(c)}</li>" for c in sub) + "</ul>"
+                        if sub
+                        else ""
+                    )
+                    + "</li>"
+                    for text, sub in items
+                )
+                + f"</{list_tag}>"
             )
             items, list_tag = [], None
         if table:
@@ -82,14 +93,20 @@ def render(source: str) -> str:
             if para or items:
                 flush()
             table.append(stripped)
+        elif items and line.startswith("  ") and (m := re.match(r"[-*]\s+(.*)", stripped)):
+            items[-1][1].append(m.group(1))  # one level of nesting under the last item
         elif m := re.match(r"([-*]|\d+\.)\s+(.*)", stripped):
             tag = "ol" if m.group(1)[0].isdigit() else "ul"
             if para or table or (list_tag and list_tag != tag):
                 flush()
             list_tag = tag
-            items.append(m.group(2))
+            items.append((m.group(2), []))
         elif items and line.startswith("  "):
-            items[-1] += " " + stripped
+            text, sub = items[-1]
+            if sub:
+                sub[-1] += " " + stripped
+            else:
+                items[-1] = (text + " " + stripped, sub)
         else:
             if items or table:
                 flush()

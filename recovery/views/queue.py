@@ -58,8 +58,9 @@ def queue(request):
 
 def latest_suggestion(column):
     return Subquery(
-        Suggestion.objects.filter(enquiry=OuterRef("pk"), revision=OuterRef("current_revision"))
-        .order_by("-created_at")
+        # The newest suggestion, whichever revision it was made for (an edit makes no new one).
+        Suggestion.objects.filter(enquiry=OuterRef("pk"))
+        .order_by("-revision", "-created_at")
         .values(column)[:1]
     )
 
@@ -84,6 +85,7 @@ def review_list(request):
             suggestion_explanation=latest_suggestion("explanation"),
             suggestion_validation=latest_suggestion("validation"),
             suggestion_confidence=latest_suggestion("confidence"),
+            suggestion_revision=latest_suggestion("revision"),
             earlier=Coalesce(matches, Value(0)),
         )
         .order_by("state_changed_at", "pk")  # oldest first
