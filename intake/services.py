@@ -88,10 +88,11 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
         return _error(401, "Signature refused (webhook-id is too long or malformed).")
     digest = hashlib.sha256(body).hexdigest()
 
-    existing = IntakeEvent.objects.filter(source=source, event_id=event_id).first()
+    # Only the key: the stored body can be 64 KB and _repeat reads the row again under a lock.
+    existing = _event_pk(source, event_id)
     if existing is not None:
         # A repeat outranks validation: a sender re-delivering a stored event gets its answer.
-        return _repeat(existing.pk, digest, text)
+        return _repeat(existing, digest, text)
 
     payload, errors = validate_payload(data)
     if errors:
@@ -103,10 +104,18 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
     except IntegrityError:
         # Another request stored the same (source, event_id) between our read and our insert;
         # its transaction has committed (the unique index made us wait for it), so read it.
-        existing = IntakeEvent.objects.filter(source=source, event_id=event_id).first()
+        existing = _event_pk(source, event_id)
         if existing is None:
             raise
-        return _repeat(existing.pk, digest, text)
+        return _repeat(existing, digest, text)
+
+
+def _event_pk(source, event_id):
+    return (
+        IntakeEvent.objects.filter(source=source, event_id=event_id)
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 def _header(headers, name):

@@ -195,6 +195,14 @@ class Operation(ConcurrentTransitionMixin, models.Model):
                 name="operation_open",
                 condition=models.Q(state__in=["approved", "submitted", "failed", "unknown"]),
             ),
+            # The queue page's paused-backlog row (recovery.queue.held_count) and the backlog
+            # page (ledger.services.backlog) count and list an integration's held writes; without
+            # it they walk every operation the integration ever had (bench/queue_page.py).
+            models.Index(
+                fields=["integration", "created_at"],
+                name="operation_held",
+                condition=models.Q(held=True),
+            ),
         ]
 
     def __str__(self):

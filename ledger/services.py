@@ -143,13 +143,14 @@ def _approve(op, *, actor, reason):
     op.approve(actor=actor, reason=reason, evidence={"payload_hash": op.payload_hash})
     if op.integration is not None and op.integration.paused:
         op.held = True
+    if not op.held:
+        # The task row and this save are one transaction; the save records task_enqueued_at.
+        enqueue(op, EXECUTE, save=False)
     op.save()
     if op.held:
         journal.record(
             op, "ledger.operation.held", actor=actor, reason=f"{op.integration} is paused"
         )
-    else:
-        enqueue(op, EXECUTE)
 
 
 def crm_payload(enquiry, revision) -> dict:
