@@ -107,7 +107,8 @@ def enquiry_action(request, reference, action):
         back = reverse("recovery:enquiry", args=[reference])
     user = request.user
     if action == "edit":
-        form = EditForm(request.POST, revision=enquiry.revision)
+        current = enquiry.revisions.filter(number=enquiry.current_revision).first()
+        form = EditForm(request.POST, revision=current)
     elif action == "assign":
         form = ReassignForm(request.POST)
     else:
@@ -123,7 +124,7 @@ def enquiry_action(request, reference, action):
     if action == "edit":
         fields = form.changed_fields()
         category = form.cleaned_data.get("category")
-        if not fields and (category is None or category == enquiry.revision.category):
+        if not fields and (category is None or (current and category == current.category)):
             messages.error(request, "Nothing changed: no new revision was made.")
             return redirect(back)
 
