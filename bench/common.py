@@ -1,0 +1,225 @@
+"""Shared pieces of the benchmarks: a throwaway database, timing, percentiles, processes."""
+
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = "handover_bench"
+
+
+def server_url() -> str:
+    """The PostgreSQL server: DATABASE_URL, or the embedded one under var/ (held open)."""
+    sys.path.insert(0, str(ROOT))
+    from config.db import database_url
+
+    return database_url(ROOT)
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def libpq_kwargs(url: str) -> dict:
+    """psycopg accepts the URL as is, including the embedded server's ?host=/socket/dir."""
+    return {"conninfo": url}
+
+
+def recreate_database(url: str, name: str = BENCH_DB) -> str:
+    admin = with_database(url, "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return with_database(url, name)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, timeout: float = 30.0) -> None:
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(requests.RequestException):
+            requests.get(url, timeout=1)
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+
+def percentile(values, pct: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values):
+    return statistics.median(values) if values else 0.0
+
+
+def ratio(measured: float, baseline: float) -> float:
+    return round(measured / baseline, 3) if baseline else 0.0
+
+
+@contextlib.contextmanager
+def process(cmd, *, env=None, cwd=ROOT, log=None):
+    """Run a child for the length of the block; always stopped, never left behind."""
+    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        if log:
+            out.close()
+
+
+# --- added for bench/run.py ---------------------------------------------------------------------
+
+TEMPLATE_DB = "handover_bench_template"
+# A fixed intake secret for the benchmark's own source (never a real one).
+BENCH_SOURCE = "bench"
+BENCH_SECRET = "whsec_" + "YmVuY2gtc2VjcmV0LW5vdC1mb3ItcHJvZHVjdGlvbiE="
+
+
+def child_env(db_url: str, **extra) -> dict:
+    """The environment every child (gunicorn, qcluster, manage.py) and this process run with.
+
+    Production-like: DEBUG off (no query log), persistent connections, plain HTTP on loopback.
+    """
+    env = dict(os.environ)
+    # pytest (the smoke test) must not make the children run in test mode.
+    env.pop("PYTEST_VERSION", None)
+    env.update(
+        {
+            "DATABASE_URL": db_url,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DEBUG": "0",
+            "HANDOVER_TESTING": "0",
+            "SECURE": "0",
+            "SECRET_KEY": "bench-" + "k" * 50,
+            "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+            "INTAKE_SECRETS": json.dumps({BENCH_SOURCE: [BENCH_SECRET]}),
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def migrate_template(server: str, log_dir: Path, name: str = TEMPLATE_DB) -> None:
+    """Migrate a fresh template database once; each section starts from a copy of it."""
+    url = recreate_database(server, name)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=ROOT,
+        env=child_env(url),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    (log_dir / "migrate.log").write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise RuntimeError(f"migrate failed:\n{result.stderr[-3000:]}")
+
+
+def fresh_database(server: str, name: str = BENCH_DB, template: str = TEMPLATE_DB) -> str:
+    """``name`` as a copy of the freshly migrated template (a file copy: a second or two)."""
+    admin = with_database(server, "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return with_database(server, name)
+
+
+def drop_database(server: str, name: str) -> None:
+    admin = with_database(server, "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def setup_django(db_url: str, **extra) -> None:
+    """This process as a Django client of ``db_url`` (same settings as the children)."""
+    os.environ.update({k: v for k, v in child_env(db_url, **extra).items() if k != "PATH"})
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def close_django_connections() -> None:
+    from django.db import connections
+
+    connections.close_all()
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.02, what: str = "condition"):
+    """Poll ``predicate`` until it is truthy; a bounded wait with a clear failure message."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not reached within {timeout:g}s (last: {value!r})")
+        time.sleep(interval)
+
+
+def machine() -> dict:
+    """What the figures were taken on (a shared machine: say so)."""
+    import platform
+
+    info = {
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "shared": True,
+    }
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in lscpu.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("Model name", "CPU(s)", "Hypervisor vendor", "L2 cache", "L3 cache"):
+                info[key.strip().lower().replace(" ", "_").replace("(s)", "s")] = value.strip()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+    return info
+
+
+def postgres_info(url: str) -> dict:
+    with psycopg.connect(url, autocommit=True) as conn:
+        version = conn.execute("SHOW server_version").fetchone()[0]
+        settings = {
+            name: conn.execute(f"SHOW {name}").fetchone()[0]
+            for name in ("shared_buffers", "synchronous_commit", "fsync", "work_mem")
+        }
+    return {"version": version, **settings}

@@ -1,0 +1,180 @@
+"""Delivery and reconciliation through a real django-q2 cluster into the real sandbox.
+
+- delivery: N enquiries are approved by a reviewer (approve_revision, all in one transaction,
+  so the cluster sees every task at once at the commit); the clock runs from that commit until
+  every CRM operation is `confirmed`. Beside it, a bare single-threaded `requests` loop
+  creates N records in the same sandbox. Duplicates are counted at the destination.
+- reconciliation: N `unknown` CRM writes whose records exist at the destination get their
+  reconcile task in one transaction; the clock runs from the commit until all are `confirmed`.
+  Beside it, a bare loop looks the same N references up.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from bench import baselines, data
+from bench.common import child_env, free_port, median, process, ratio, wait_until
+
+
+def _sandbox_command(port: int, data_file) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "sandbox",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data",
+        str(data_file),
+    ]
+
+
+def _stats(url: str) -> dict:
+    import requests
+
+    return requests.get(f"{url}/_sandbox/stats", timeout=30).json()
+
+
+def _records_for(stats: dict, prefix: str) -> dict[str, int]:
+    by_reference = stats["crm"]["by_reference"]
+    return {ref: n for ref, n in by_reference.items() if ref.startswith(prefix + "-")}
+
+
+def _confirmed(prefix: str) -> int:
+    from ledger.models import Op, Operation
+
+    return Operation.objects.filter(
+        action="crm.create_enquiry", state=Op.CONFIRMED, enquiry__reference__startswith=prefix + "-"
+    ).count()
+
+
+def _deliver(count: int, prefix: str, reviewer, timeout: float) -> dict:
+    from django.db import transaction
+
+    from ledger.services import approve_revision
+
+    rows = data.enquiries(count, prefix=prefix, state="ready_for_review")
+    started = time.perf_counter()
+    with transaction.atomic():
+        for enquiry in rows:
+            approve_revision(enquiry.pk, actor=reviewer, reason="benchmark")
+    committed = time.perf_counter()
+    wait_until(
+        lambda: _confirmed(prefix) >= count,
+        timeout=timeout,
+        interval=0.05,
+        what=f"{count} deliveries ({prefix}) confirmed",
+    )
+    elapsed = time.perf_counter() - committed
+    return {
+        "count": count,
+        "seconds": round(elapsed, 3),
+        "confirmed_per_s": round(count / elapsed, 1),
+        "approvals_per_s": round(count / (committed - started), 1),
+    }
+
+
+def _reconcile(count: int, prefix: str, crm, sandbox_url: str, timeout: float) -> dict:
+    from django.db import transaction
+
+    from ledger.models import Op, Operation
+    from ledger.queueing import RECONCILE, enqueue
+
+    # The records exist at the destination (the write committed; its answer was lost).
+    baselines.bare_create_loop(sandbox_url, count, prefix)
+    rows = data.enquiries(count, prefix=prefix, state="submission_unknown")
+    references = [e.reference for e in rows]
+    baseline = baselines.bare_lookup_loop(sandbox_url, references)
+    with transaction.atomic():
+        ops = data.unknown_crm_operations(rows, crm)
+        for op in ops:
+            enqueue(op, RECONCILE)
+    committed = time.perf_counter()
+
+    def done():
+        return (
+            Operation.objects.filter(pk__in=[op.pk for op in ops], state=Op.CONFIRMED).count()
+            >= count
+        )
+
+    wait_until(done, timeout=timeout, interval=0.05, what=f"{count} reconciliations ({prefix})")
+    elapsed = time.perf_counter() - committed
+    return {
+        "count": count,
+        "seconds": round(elapsed, 3),
+        "reconciled_per_s": round(count / elapsed, 1),
+        "baseline_per_s": round(baseline["per_s"], 1),
+    }
+
+
+def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation")) -> dict:
+    sandbox_port = free_port()
+    sandbox_url = f"http://127.0.0.1:{sandbox_port}"
+    sandbox_file = log_dir / "sandbox.sqlite3"
+    for suffix in ("", "-wal", "-shm"):
+        sandbox_file.with_name(sandbox_file.name + suffix).unlink(missing_ok=True)
+    reviewer = data.user("reviewer", "bench-reviewer")
+    integrations = data.sandbox_integrations(sandbox_url)
+    crm = integrations["crm"]
+    env = child_env(db_url, Q_WORKERS=args.q_workers, SANDBOX_URL=sandbox_url)
+    if args.q_poll:
+        env["Q_POLL"] = str(args.q_poll)
+    timeout = max(120.0, args.deliveries / 2)
+    results: dict = {}
+    with (
+        process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox.log"),
+        process([sys.executable, "manage.py", "qcluster"], env=env, log=log_dir / "qcluster.log"),
+    ):
+        from bench.common import wait_for_http
+
+        wait_for_http(f"{sandbox_url}/_sandbox/stats", timeout=30)
+        # Warm up: the workers' imports, connections and the sandbox's files.
+        _deliver(min(20, args.deliveries), "W", reviewer, timeout=120)
+        if "delivery" in sections:
+            runs = []
+            for run in range(args.runs):
+                base = baselines.bare_create_loop(sandbox_url, args.deliveries, f"B{run}")
+                measured = _deliver(args.deliveries, f"D{run}", reviewer, timeout)
+                records = _records_for(_stats(sandbox_url), f"D{run}")
+                runs.append(
+                    {
+                        **measured,
+                        "baseline_per_s": round(base["per_s"], 1),
+                        "ratio": ratio(measured["confirmed_per_s"], base["per_s"]),
+                        "records": sum(records.values()),
+                        "duplicates": sum(n - 1 for n in records.values() if n > 1),
+                        "missing": args.deliveries - len(records),
+                    }
+                )
+            per_s = median([r["confirmed_per_s"] for r in runs])
+            base = median([r["baseline_per_s"] for r in runs])
+            results["delivery"] = {
+                "confirmed_per_s": round(per_s, 1),
+                "baseline_per_s": round(base, 1),
+                "ratio": ratio(per_s, base),
+                "duplicates": sum(r["duplicates"] for r in runs),
+                "missing": sum(r["missing"] for r in runs),
+                "operations_per_run": args.deliveries,
+                "q_workers": args.q_workers,
+                "runs": runs,
+            }
+        if "reconciliation" in sections:
+            runs = []
+            for run in range(args.runs):
+                measured = _reconcile(args.reconciliations, f"R{run}", crm, sandbox_url, timeout)
+                measured["ratio"] = ratio(measured["reconciled_per_s"], measured["baseline_per_s"])
+                runs.append(measured)
+            per_s = median([r["reconciled_per_s"] for r in runs])
+            base = median([r["baseline_per_s"] for r in runs])
+            results["reconciliation"] = {
+                "reconciled_per_s": round(per_s, 1),
+                "baseline_per_s": round(base, 1),
+                "ratio": ratio(per_s, base),
+                "operations_per_run": args.reconciliations,
+                "q_workers": args.q_workers,
+                "runs": runs,
+            }
+    return results

@@ -1,0 +1,218 @@
+"""Intake: signed events accepted per second over HTTP, beside raw PostgreSQL inserts.
+
+gunicorn serves the real endpoint (``POST /intake/events/<source>/``) as a child process; eight
+sender threads post pre-signed events over keep-alive connections, a share of them delivered
+twice (a repeat answers 200 with the stored result). Every request counts, duplicates
+included. The baseline writes the same number of rows, one plain transaction each, with the
+same eight concurrent clients (psycopg, no Django): what PostgreSQL commits cost on this machine.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import threading
+import time
+import uuid
+
+from bench import baselines
+from bench.common import (
+    BENCH_SECRET,
+    BENCH_SOURCE,
+    child_env,
+    free_port,
+    median,
+    percentile,
+    process,
+    ratio,
+    wait_for_http,
+)
+
+MESSAGES = [
+    "My bin was not collected on Tuesday and the street is full of rubbish.",
+    "There is a pothole outside number 12 that has damaged two cars this week.",
+    "I would like to book an appointment to discuss my council tax bill.",
+    "The streetlight at the corner of Mill Lane has been out for a fortnight.",
+]
+
+
+def make_events(count: int, duplicate_rate: float, seed: int) -> list[tuple[str, bytes, dict]]:
+    """``count`` requests: unique signed events plus repeats of some of them, shuffled so a
+    repeat may arrive while its original is still being stored (as a retrying sender does)."""
+    from intake.signing import sign
+
+    rng = random.Random(seed)
+    unique = max(1, round(count / (1 + duplicate_rate)))
+    now = int(time.time())
+    events = []
+    for i in range(unique):
+        body = json.dumps(
+            {
+                "name": f"Resident {i}",
+                "email": f"resident{i % 997}@example.org",
+                "subject": "Bench enquiry",
+                "message": rng.choice(MESSAGES),
+                "consent": True,
+            }
+        ).encode()
+        msg_id = f"msg_{uuid.uuid4().hex}"
+        headers = {
+            "Content-Type": "application/json",
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(now),
+            "webhook-signature": sign(BENCH_SECRET, msg_id, now, body),
+        }
+        events.append((msg_id, body, headers))
+    repeats = [events[rng.randrange(unique)] for _ in range(count - unique)]
+    requests = events + repeats
+    rng.shuffle(requests)
+    return requests
+
+
+class Sender(threading.Thread):
+    """One sender: a keep-alive HTTP/1.1 connection, reopened when the server closes it."""
+
+    def __init__(self, host, port, path, work, latencies, statuses, errors):
+        super().__init__(daemon=True)
+        self.host, self.port, self.path = host, port, path
+        self.work, self.latencies, self.statuses, self.errors = work, latencies, statuses, errors
+        self.conn = None
+
+    def _post(self, body, headers):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        self.conn.request("POST", self.path, body=body, headers=headers)
+        response = self.conn.getresponse()
+        response.read()
+        if response.getheader("Connection", "").lower() == "close":
+            self.conn.close()
+            self.conn = None
+        return response.status
+
+    def run(self):
+        for _msg_id, body, headers in self.work:
+            started = time.perf_counter()
+            try:
+                try:
+                    status = self._post(body, headers)
+                except (http.client.RemoteDisconnected, ConnectionError, BrokenPipeError):
+                    # The server closed an idle keep-alive connection before reading the
+                    # request; sending again is safe (the webhook-id makes it idempotent).
+                    if self.conn is not None:
+                        self.conn.close()
+                    self.conn = None
+                    status = self._post(body, headers)
+            except Exception as exc:  # reported in the results, never swallowed
+                self.errors.append(repr(exc))
+                continue
+            self.latencies.append((time.perf_counter() - started) * 1000)
+            self.statuses.append(status)
+        if self.conn is not None:
+            self.conn.close()
+
+
+def send_all(port: int, requests, senders: int) -> dict:
+    path = f"/intake/events/{BENCH_SOURCE}/"
+    shares = [requests[i::senders] for i in range(senders)]
+    latencies, statuses, errors = [], [], []
+    threads = [
+        Sender("127.0.0.1", port, path, share, latencies, statuses, errors) for share in shares
+    ]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    elapsed = time.perf_counter() - started
+    accepted = sum(1 for s in statuses if s in (200, 202))
+    by_status: dict[str, int] = {}
+    for s in statuses:
+        by_status[str(s)] = by_status.get(str(s), 0) + 1
+    return {
+        "requests": len(requests),
+        "accepted": accepted,
+        "seconds": round(elapsed, 3),
+        "events_per_s": round(accepted / elapsed, 1),
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
+        "statuses": by_status,
+        "errors": errors[:5],
+        "error_count": len(errors),
+    }
+
+
+def gunicorn_command(port: int, workers: int, threads: int) -> list[str]:
+    import sys
+
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--worker-class",
+        "gthread",
+        "--keep-alive",
+        "30",
+        "--backlog",
+        "512",
+    ]
+
+
+def measure(db_url: str, args, log_dir) -> dict:
+    from intake.models import Enquiry, IntakeEvent
+
+    port = free_port()
+    env = child_env(db_url)
+    runs = []
+    cmd = gunicorn_command(port, args.web_workers, args.web_threads)
+    with process(cmd, env=env, log=log_dir / "gunicorn.log"):
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
+        # Warm every worker's connection and imports before timing anything.
+        warm = make_events(args.senders * args.web_workers * 4, 0.0, seed=0)
+        send_all(port, warm, args.senders)
+        for run in range(args.runs):
+            events_before = IntakeEvent.objects.count()
+            requests = make_events(args.events, args.duplicate_rate, seed=run + 1)
+            unique = len({r[0] for r in requests})
+            measured = send_all(port, requests, args.senders)
+            stored = IntakeEvent.objects.count() - events_before
+            baseline = baselines.raw_postgres_inserts(
+                db_url, rows=len(requests), clients=args.senders
+            )
+            runs.append(
+                {
+                    **measured,
+                    "unique_events": unique,
+                    "stored_events": stored,
+                    "baseline_per_s": round(baseline["per_s"], 1),
+                    "ratio": ratio(measured["events_per_s"], baseline["per_s"]),
+                }
+            )
+    enquiries = Enquiry.objects.count()
+    events = IntakeEvent.objects.count()
+    per_s = median([r["events_per_s"] for r in runs])
+    base = median([r["baseline_per_s"] for r in runs])
+    return {
+        "events_per_s": round(per_s, 1),
+        "baseline_per_s": round(base, 1),
+        "ratio": ratio(per_s, base),
+        "p50_ms": round(median([r["p50_ms"] for r in runs]), 2),
+        "p99_ms": round(median([r["p99_ms"] for r in runs]), 2),
+        "requests_per_run": runs[0]["requests"] if runs else 0,
+        "duplicate_rate": args.duplicate_rate,
+        "senders": args.senders,
+        "gunicorn": {
+            "workers": args.web_workers,
+            "threads": args.web_threads,
+            "worker_class": "gthread",
+        },
+        "one_enquiry_per_event": enquiries == events,
+        "runs": runs,
+    }

@@ -1,0 +1,204 @@
+"""`make bench`: Handover's speed beside the limits it runs against, measured in the same run.
+
+    python bench/run.py                 # the full run (~10 minutes on 2 cores)
+    python bench/run.py --quick         # a small smoke run (about a minute)
+    python bench/run.py --only intake   # one section
+
+Uses its own database (``handover_bench``) on the configured server (DATABASE_URL, else the
+embedded one under var/pgdata): migrated fresh once into a template, each section starting
+from a copy. gunicorn, the django-q2 cluster and the sandbox run as real child processes.
+Writes bench/results/latest.json and prints a table; docs/benchmarks.md explains the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import common  # noqa: E402
+
+SECTIONS = ("intake", "delivery", "reconciliation", "queue_page")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    p.add_argument("--only", action="append", choices=SECTIONS, help="run only these sections")
+    p.add_argument("--runs", type=int, default=3, help="runs per figure (the median is kept)")
+    p.add_argument("--events", type=int, default=2000, help="intake requests per run")
+    p.add_argument("--duplicate-rate", type=float, default=0.1, help="share of repeats")
+    p.add_argument("--senders", type=int, default=8, help="concurrent intake senders")
+    p.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes")
+    p.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
+    p.add_argument("--deliveries", type=int, default=600, help="approved operations per run")
+    p.add_argument("--reconciliations", type=int, default=600, help="unknown operations per run")
+    p.add_argument("--q-workers", type=int, default=2, help="django-q2 workers (Q_WORKERS)")
+    p.add_argument("--q-poll", type=float, default=None, help="Q_POLL for the cluster")
+    p.add_argument("--queue-operations", type=int, default=1_000_000)
+    p.add_argument("--queue-unresolved", type=int, default=100_000)
+    p.add_argument("--page-samples", type=int, default=30, help="renders per page and size")
+    p.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "latest.json")
+    p.add_argument(
+        "--bench-database",
+        default=common.BENCH_DB,
+        help="database name (its template is <name>_template); dropped at the end",
+    )
+    p.add_argument("--keep-database", action="store_true", help="leave handover_bench behind")
+    args = p.parse_args(argv)
+    if args.quick:
+        # Small sizes, unless a size was given on the command line too.
+        quick = {
+            "runs": 2,
+            "events": 200,
+            "deliveries": 40,
+            "reconciliations": 40,
+            "queue_operations": 2000,
+            "queue_unresolved": 200,
+            "page_samples": 5,
+        }
+        for name, value in quick.items():
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
+    return args
+
+
+def table(results: dict) -> str:
+    rows = [("figure", "Handover", "baseline", "ratio", "detail")]
+    i = results.get("intake")
+    if i:
+        rows.append(
+            (
+                "intake events/s",
+                f"{i['events_per_s']:.0f}",
+                f"{i['baseline_per_s']:.0f}",
+                f"{i['ratio']:.2f}",
+                f"p50 {i['p50_ms']:.1f} ms, p99 {i['p99_ms']:.1f} ms",
+            )
+        )
+    d = results.get("delivery")
+    if d:
+        rows.append(
+            (
+                "delivery confirmed/s",
+                f"{d['confirmed_per_s']:.0f}",
+                f"{d['baseline_per_s']:.0f}",
+                f"{d['ratio']:.2f}",
+                f"duplicates {d['duplicates']}, missing {d['missing']}",
+            )
+        )
+    r = results.get("reconciliation")
+    if r:
+        rows.append(
+            (
+                "reconciled/s",
+                f"{r['reconciled_per_s']:.0f}",
+                f"{r['baseline_per_s']:.0f}",
+                f"{r['ratio']:.2f}",
+                "",
+            )
+        )
+    q = results.get("queue_page")
+    if q:
+        rows.append(
+            (
+                "queue page p95 (first)",
+                f"{q['p95_ms']:.0f} ms",
+                "",
+                "",
+                f"p50 {q['p50_ms']:.0f} ms, {q['queries_first']} queries, "
+                f"{q['operations']:,} ops / {q['unresolved']:,} unresolved",
+            )
+        )
+        rows.append(
+            (
+                "queue page p95 (filtered)",
+                f"{q['filtered_p95_ms']:.0f} ms",
+                "",
+                "",
+                f"p50 {q['filtered_p50_ms']:.0f} ms, {q['queries_filtered']} queries",
+            )
+        )
+    widths = [max(len(str(row[c])) for row in rows) for c in range(5)]
+    lines = []
+    for n, row in enumerate(rows):
+        lines.append("  ".join(str(v).ljust(widths[c]) for c, v in enumerate(row)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    sections = args.only or list(SECTIONS)
+    results_dir = args.json.parent
+    results_dir.mkdir(parents=True, exist_ok=True)
+    name = args.bench_database
+    # Child logs and the sandbox's file, per database name so two runs never share them.
+    log_dir = ROOT / "var" / "bench" / name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    server = common.server_url()
+    template = f"{name}_template"
+    print(f"bench: migrating a fresh template database ({template})", flush=True)
+    common.migrate_template(server, log_dir, template)
+    db_url = common.fresh_database(server, name, template)
+    common.setup_django(db_url)
+    results: dict = {
+        "taken_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["python", "bench/run.py", *(argv or sys.argv[1:])]),
+        "quick": args.quick,
+        "machine": common.machine(),
+        "postgres": common.postgres_info(db_url),
+        "settings": {
+            k: v
+            for k, v in vars(args).items()
+            if k not in ("json", "only", "keep_database", "bench_database")
+        },
+    }
+
+    def fresh():
+        common.close_django_connections()
+        return common.fresh_database(server, name, template)
+
+    try:
+        if "intake" in sections:
+            print("bench: intake", flush=True)
+            from bench import intake
+
+            results["intake"] = intake.measure(fresh(), args, log_dir)
+        wanted = [s for s in ("delivery", "reconciliation") if s in sections]
+        if wanted:
+            print(f"bench: {' and '.join(wanted)}", flush=True)
+            from bench import delivery
+
+            results.update(delivery.measure(fresh(), args, log_dir, sections=wanted))
+        if "queue_page" in sections:
+            print("bench: queue page", flush=True)
+            from bench import queue_page
+
+            fresh()
+            results["queue_page"] = queue_page.measure(args, results_dir)
+    finally:
+        common.close_django_connections()
+        if not args.keep_database:
+            common.drop_database(server, name)
+        common.drop_database(server, template)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print()
+    print(table(results))
+    print(f"\nwrote {args.json.relative_to(ROOT) if args.json.is_relative_to(ROOT) else args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""`bench/run.py --quick` end to end: real gunicorn, cluster and sandbox, tiny sizes.
+
+Checks only that the run completes and writes every figure the issue asks for; never a time
+(the benchmark's figures are design goals, read in docs/benchmarks.md, not assertions).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+KEYS = {
+    "intake": {"events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms"},
+    "delivery": {"confirmed_per_s", "baseline_per_s", "ratio", "duplicates"},
+    "reconciliation": {"reconciled_per_s", "baseline_per_s", "ratio"},
+    "queue_page": {
+        "operations",
+        "unresolved",
+        "p50_ms",
+        "p95_ms",
+        "queries_first",
+        "queries_filtered",
+    },
+}
+
+
+def test_quick_bench_writes_every_figure(tmp_path):
+    out = tmp_path / "latest.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench/run.py",
+            "--quick",
+            "--runs",
+            "1",
+            "--events",
+            "40",
+            "--deliveries",
+            "10",
+            "--reconciliations",
+            "10",
+            "--queue-operations",
+            "500",
+            "--queue-unresolved",
+            "50",
+            "--page-samples",
+            "2",
+            "--bench-database",
+            f"handover_bench_smoke_{os.getpid()}",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+    assert run.returncode == 0, f"bench failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    results = json.loads(out.read_text())
+    for section, keys in KEYS.items():
+        assert keys <= set(results[section]), (section, sorted(results[section]))
+    assert results["delivery"]["duplicates"] == 0
+    assert results["queue_page"]["operations"] == 500
+    assert "figure" in run.stdout  # the table was printed
