@@ -15,18 +15,10 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 @pytest.fixture
 def roles(db):
-    """The role groups, also after a transactional test's flush emptied them (they come from
-    a data migration, which a flush does not replay)."""
-    from importlib import import_module
+    """The role groups (remade after a flush by post_migrate; this makes the need explicit)."""
+    from recovery.roles import ensure_roles
 
-    from django.apps import apps
-    from django.contrib.auth.models import Group
-
-    migration = import_module("recovery.migrations.0001_roles")
-    if Group.objects.filter(name__in=migration.ROLE_PERMISSIONS).count() < len(
-        migration.ROLE_PERMISSIONS
-    ):
-        migration.create_roles(apps, None)
+    ensure_roles()
 
 
 @pytest.fixture

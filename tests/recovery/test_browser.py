@@ -26,25 +26,8 @@ pytestmark = [
 
 
 @pytest.fixture(autouse=True)
-def roles(transactional_db):
-    """A transactional test's flush empties the groups the migrations made: make them again.
-
-    (The flush re-creates permissions through post_migrate, but not data migrations' rows.)
-    """
-    import importlib
-
-    from django.contrib.auth.models import Group, Permission
-
-    grants = dict(importlib.import_module("recovery.migrations.0001_roles").ROLE_PERMISSIONS)
-    extra = importlib.import_module("recovery.migrations.0004_admin_configures_policies")
-    grants["admin"] = grants["admin"] + [f"recovery.{c}" for c in extra.ADMIN_PERMISSIONS]
-    for role, codes in grants.items():
-        group, _ = Group.objects.get_or_create(name=role)
-        for code in codes:
-            app_label, codename = code.split(".")
-            group.permissions.add(
-                Permission.objects.get(content_type__app_label=app_label, codename=codename)
-            )
+def _roles(transactional_db, roles):
+    """Every browser test logs in as a role (remade after the previous test's flush)."""
 
 
 CHROMIUM = "/usr/bin/chromium"
