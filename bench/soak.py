@@ -73,7 +73,20 @@ class OwnPostgres:
 
         self.pgdata = directory / "pgdata"
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        self.server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        # We stop it ourselves (stop()): after a restart pgserver's own clean-up no longer
+        # recognises the postmaster and would leave it running.
+        self.server = pgserver.get_server(self.pgdata, cleanup_mode=None)
+
+    def stop(self):
+        """Stop the server and remove its throwaway data directory (the soak's logs stay)."""
+        from pgserver._commands import pg_ctl
+
+        try:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user)
+        except (subprocess.SubprocessError, OSError) as exc:
+            log(f"could not stop the soak's PostgreSQL: {exc}")
+            return
+        shutil.rmtree(self.pgdata, ignore_errors=True)
 
     def url(self, name: str) -> str:
         self.server.psql(f'CREATE DATABASE "{name}";')
@@ -111,6 +124,9 @@ class ExternalPostgres:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{name}"')
         return self._with(name)
+
+    def stop(self):
+        pass  # not ours to stop; the soak's database stays for inspection
 
     def restart(self) -> tuple[bool, str]:
         host = urlsplit(self.base).hostname or ""
@@ -269,6 +285,11 @@ class Soak:
                 child.stop()
         if getattr(self, "sandbox", None) is not None:
             self.sandbox.stop()
+        if getattr(self, "pg", None) is not None:
+            from django.db import connections
+
+            connections.close_all()
+            self.pg.stop()
 
     # -- senders -------------------------------------------------------------------------------
 
