@@ -14,8 +14,9 @@ from recovery.drill.cases import CASES
 from recovery.models import DrillRun
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 
-# serialized_rollback: the roles (groups from a migration) survive other tests' flushes.
-DRILL_DB = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# The roles (groups from a migration) are remade after every flush by post_migrate
+# (recovery.roles); a serialized rollback would inhibit that and leave the next test without.
+DRILL_DB = pytest.mark.django_db(transaction=True)
 
 CASE_KEYS = {"name", "input_reference", "expected", "observed", "destination_records", "passed"}
 DESIGN_TABLE = [
