@@ -252,7 +252,9 @@ def record_failure(op_id, attempt_id, error: ConnectorError, *, actor) -> str:
             attention = "access_denied" if op.action == "documents.extract" else "auth"
             _fail(op, enquiry, actor, attention, error.message, owner=True)
             op.save()
-            if op.integration is not None:
+            # A document whose access was removed is that document's problem, not the
+            # integration's credentials: only a real auth refusal tells the owner so.
+            if op.integration is not None and attention == "auth":
                 journal.record(
                     op.integration,
                     "ledger.integration.credentials_refused",

@@ -93,6 +93,9 @@ def test_document_access_removed_is_a_visible_failure_without_invented_fields(
     document.refresh_from_db()
     assert (op.state, op.attention) == (Op.FAILED, "access_denied")
     assert (document.status, document.extracted) == ("access_denied", {})
+    # One document's access is not the integration's credentials: nobody is told they broke.
+    assert not JournalEntry.objects.filter(action="ledger.integration.credentials_refused")
+    assert sandbox.stats()["requests"].get("docs.get") == 1
 
 
 def test_a_new_revision_cancels_the_approved_write_and_proposes_a_new_one(
