@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint format bench soak drill clean
+.PHONY: run test lint format bench soak drill screenshots clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: $(VENV)/.installed
 
 soak: $(VENV)/.installed
 	$(PY) bench/soak.py --events 1000 --duplicate-rate 0.2 --fault-rate 0.2 --kill-every 10 --json bench/results/soak.json
+
+screenshots: $(VENV)/.installed
+	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser.py -k screenshots
 
 drill: $(VENV)/.installed
 	$(PY) manage.py drill
