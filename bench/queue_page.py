@@ -62,6 +62,7 @@ class Generator:
             (Queue.SUBMISSION_UNKNOWN, None, timedelta(hours=2)),
             (Queue.NEEDS_INFORMATION, None, timedelta(days=2)),
             (Queue.UNRESOLVED, None, timedelta(hours=4)),
+            (Queue.PAUSED, None, timedelta(hours=1)),
             ("", None, timedelta(days=1)),
         ]
         for queue, integration, period in periods:
@@ -296,7 +297,8 @@ def explain(client, path) -> dict:
         queries, _rows = _queries(client, url)
         for number, query in enumerate(queries, 1):
             sql = query["sql"]
-            if not sql.lstrip().upper().startswith("SELECT"):
+            # The page's union starts with "(SELECT": keep every read, skip writes.
+            if not sql.lstrip(" (").upper().startswith(("SELECT", "WITH")):
                 continue
             with connection.cursor() as cursor:
                 cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)

@@ -44,7 +44,7 @@ def parse_args(argv=None):
     p.add_argument("--q-poll", type=float, default=None, help="Q_POLL for the cluster")
     p.add_argument("--queue-operations", type=int, default=1_000_000)
     p.add_argument("--queue-unresolved", type=int, default=100_000)
-    p.add_argument("--page-samples", type=int, default=30, help="renders per page and size")
+    p.add_argument("--page-samples", type=int, default=20, help="renders per page and size")
     p.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "latest.json")
     p.add_argument(
         "--bench-database",
