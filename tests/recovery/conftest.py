@@ -12,8 +12,9 @@ import io
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
 from django.test import Client
+
+from tests.intake.factories import drive
 
 # The ledger's fixtures, reused by the browser tests: a real sandbox process, integration rows
 # pointing at it, enquiries approved through the services, real qcluster processes.
@@ -28,6 +29,7 @@ from tests.ledger.conftest import (  # noqa: F401
     start_cluster,
     wait_for,
 )
+from tests.ledger.factories import make_operation
 
 SYSTEM = "system:tests"
 
@@ -67,48 +69,11 @@ def integrations_rows(db):
     return ensure_integrations()
 
 
-def walk_enquiry(enquiry, steps, *, person=None):
-    with transaction.atomic():
-        for step in steps:
-            actor = person if step in ("request_information", "reject", "approve") else SYSTEM
-            getattr(enquiry, step)(actor=actor, reason="test")
-        enquiry.save()
-    return enquiry
-
-
-ENQUIRY_PATHS = {
-    "received": [],
-    "validated": ["validate"],
-    "ready_for_review": ["validate", "mark_ready_for_review"],
-    "needs_information": ["validate", "mark_ready_for_review", "request_information"],
-    "rejected": ["validate", "mark_ready_for_review", "reject"],
-    "approved": ["validate", "mark_ready_for_review", "approve"],
-    "submitted": ["validate", "mark_ready_for_review", "approve", "submit"],
-    "submission_unknown": [
-        "validate",
-        "mark_ready_for_review",
-        "approve",
-        "submit",
-        "mark_submission_unknown",
-    ],
-    "confirmed": ["validate", "mark_ready_for_review", "approve", "submit", "confirm"],
-}
-OP_PATHS = {
-    "proposed": [],
-    "cancelled": ["cancel"],
-    "approved": ["approve"],
-    "submitted": ["approve", "submit"],
-    "confirmed": ["approve", "submit", "confirm"],
-    "failed": ["approve", "submit", "fail"],
-    "unknown": ["approve", "submit", "mark_unknown"],
-}
-
-
 @pytest.fixture
 def story(db, make_user, integrations_rows):
     """story.enquiry(state, **fields) and story.operation(state, enquiry=None, action=...)."""
     from intake.models import Category, Enquiry, Revision
-    from ledger.models import Attempt, Operation, payload_hash
+    from ledger.models import Attempt, Operation
 
     approver = make_user("reviewer", username="story-reviewer")
     category, _ = Category.objects.get_or_create(slug="waste", defaults={"name": "Bins and waste"})
@@ -126,7 +91,7 @@ def story(db, make_user, integrations_rows):
                 category=category,
                 fields={"message": enquiry.message, "email": enquiry.email},
             )
-            return walk_enquiry(enquiry, ENQUIRY_PATHS[state], person=approver)
+            return drive(enquiry, state, person=approver)
 
         def operation(
             self,
@@ -144,20 +109,12 @@ def story(db, make_user, integrations_rows):
                         state, "approved"
                     )
                 )
-            payload = {"reference": enquiry.reference}
-            op = Operation.objects.create(
-                enquiry=enquiry,
+            op = make_operation(
+                enquiry,
+                state,
                 action=action,
-                revision=1,
-                idempotency_key=Operation.make_key(enquiry.pk, action, 1),
-                payload=payload,
-                payload_hash=payload_hash(payload),
                 integration=integrations_rows[integration] if integration else None,
             )
-            with transaction.atomic():
-                for step in OP_PATHS[state]:
-                    getattr(op, step)(actor=SYSTEM, reason="test")
-                op.save()
             for number, outcome in enumerate(attempts, start=1):
                 Attempt.objects.create(operation=op, number=number, worker="tests", outcome=outcome)
             if attention:

@@ -2,7 +2,9 @@ import io
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
+
+from tests.intake.factories import drive
+from tests.ledger.factories import make_operation
 
 DEMO_PASSWORD = "demo-pass-for-security-tests"
 
@@ -18,59 +20,20 @@ def _enquiry_in(state, *, admin):
         message=f"An enquiry left in {state} for the URL walkers.",
     )
     Revision.objects.create(enquiry=enquiry, number=1, fields={"message": enquiry.message})
-    system = "system:security-tests"
-    paths = {
-        "received": [],
-        "validated": ["validate"],
-        "ready_for_review": ["validate", "mark_ready_for_review"],
-        "needs_information": ["validate", "mark_ready_for_review", "request_information"],
-        "rejected": ["validate", "mark_ready_for_review", "reject"],
-        "approved": ["validate", "mark_ready_for_review", "approve"],
-        "submitted": ["validate", "mark_ready_for_review", "approve", "submit"],
-        "submission_unknown": [
-            "validate",
-            "mark_ready_for_review",
-            "approve",
-            "submit",
-            "mark_submission_unknown",
-        ],
-        "confirmed": ["validate", "mark_ready_for_review", "approve", "submit", "confirm"],
-    }
-    people = {"request_information", "reject", "approve"}
-    with transaction.atomic():
-        for step in paths[state]:
-            getattr(enquiry, step)(actor=admin if step in people else system, reason="fixture")
-        enquiry.save()
+    drive(enquiry, state, person=admin)
     return enquiry
 
 
 def _operation_in(state, enquiry, action, *, integration):
-    from ledger.models import Attempt, Operation, payload_hash
+    from ledger.models import Attempt
 
-    payload = {"reference": enquiry.reference, "message": enquiry.message}
-    op = Operation.objects.create(
-        enquiry=enquiry,
+    op = make_operation(
+        enquiry,
+        state,
         action=action,
-        revision=1,
-        idempotency_key=Operation.make_key(enquiry.pk, action, 1),
-        payload=payload,
-        payload_hash=payload_hash(payload),
         integration=integration,
+        payload={"reference": enquiry.reference, "message": enquiry.message},
     )
-    system = "system:security-tests"
-    paths = {
-        "proposed": [],
-        "cancelled": ["cancel"],
-        "approved": ["approve"],
-        "submitted": ["approve", "submit"],
-        "confirmed": ["approve", "submit", "confirm"],
-        "failed": ["approve", "submit", "fail"],
-        "unknown": ["approve", "submit", "mark_unknown"],
-    }
-    with transaction.atomic():
-        for step in paths[state]:
-            getattr(op, step)(actor=system, reason="fixture")
-        op.save()
     if state in ("failed", "unknown", "confirmed"):
         Attempt.objects.create(
             operation=op,
