@@ -58,36 +58,66 @@ COLUMNS = [
 ORDERING = ["-q_overdue", "-q_customer", "q_since", "q_key"]
 
 
-def policy_subquery(queue, integration_id, column):
-    """The most specific ResponsePolicy's ``column`` for a (queue, integration) row.
+class Policies:
+    """Every ResponsePolicy row, loaded once per page (one query; there are a handful).
 
-    queue + integration beats queue alone, which beats integration alone, then the default.
-    ``queue`` and ``integration_id`` are F() (read from the outer row) or Value().
+    The most specific row wins: queue + integration, then queue alone, then integration alone,
+    then the default row (both blank). ``value()`` resolves one (queue, integration) in Python;
+    ``expression()`` gives the same choice as a SQL ``CASE`` over the row's own columns, so no
+    query reads ``recovery_responsepolicy`` once per queue row.
     """
-    queue = OuterRef(queue.name) if isinstance(queue, F) else queue
-    integration_id = (
-        OuterRef(integration_id.name) if isinstance(integration_id, F) else integration_id
-    )
-    return Subquery(
-        ResponsePolicy.objects.filter(
-            Q(queue=queue) | Q(queue=""),
-            Q(integration_id=integration_id) | Q(integration__isnull=True),
-        )
-        .order_by(
-            Case(When(queue="", then=Value(1)), default=Value(0)),
-            F("integration_id").asc(nulls_last=True),
-        )
-        .values(column)[:1]
-    )
+
+    COLUMNS = ("queue", "integration_id", "response_period", "owner_id", "backup_owner_id")
+
+    def __init__(self, rows: list[dict]):
+        self.rows = sorted(rows, key=lambda p: (not p["queue"], p["integration_id"] is None))
+
+    @classmethod
+    def load(cls) -> Policies:
+        return cls(list(ResponsePolicy.objects.order_by().values(*cls.COLUMNS)))
+
+    def value(self, queue: str, integration_id: int | None, column: str):
+        for p in self.rows:
+            if p["queue"] in ("", queue) and p["integration_id"] in (None, integration_id):
+                return p[column]
+        return None
+
+    def expression(self, queue, integration_id, column: str, output_field):
+        """``column`` of the policy for each row: ``queue``/``integration_id`` are F() (the
+        row's own column) or plain values (decided here, in Python)."""
+        whens = []
+        for p in self.rows:
+            conditions, applies = [], True
+            for wanted, given in ((p["queue"], queue), (p["integration_id"], integration_id)):
+                given = given.value if isinstance(given, Value) else given
+                if wanted in ("", None):
+                    continue
+                if isinstance(given, F):
+                    conditions.append(Q(**{given.name: wanted}))
+                elif given != wanted:
+                    applies = False
+            if not applies:
+                continue
+            then = Value(p[column], output_field=output_field)
+            if not conditions:  # applies to every remaining row: the fallback
+                return self._typed(whens, then, output_field)
+            whens.append(When(Q(*conditions), then=then))
+        return self._typed(whens, Value(None, output_field=output_field), output_field)
+
+    @staticmethod
+    def _typed(whens, default, output_field):
+        # Typed, so that a CASE of NULLs (a policy without an owner) is not taken for text.
+        expression = Case(*whens, default=default, output_field=output_field) if whens else default
+        return Cast(expression, output_field=output_field)
 
 
-def _shape(qs, *, kind, key, queue, since, owner, integration_id, integration_name, customer, now):
+def _shape(
+    qs, *, kind, key, queue, since, owner, integration_id, integration_name, customer, now, policies
+):
     """Annotate one source with the union's columns, in the union's order."""
-    period = policy_subquery(queue, integration_id, "response_period")
-    due = ExpressionWrapper(
-        since + Cast(period, output_field=DurationField()), output_field=DateTimeField()
-    )
-    policy_owner = policy_subquery(queue, integration_id, "owner_id")
+    period = policies.expression(queue, integration_id, "response_period", DurationField())
+    due = ExpressionWrapper(since + period, output_field=DateTimeField())
+    policy_owner = policies.expression(queue, integration_id, "owner_id", IntegerField())
     return qs.annotate(
         q_kind=Value(kind, output_field=CharField()),
         q_key=Cast(key, output_field=CharField()),
@@ -139,8 +169,9 @@ class Filters:
         return [self.queue] if self.queue else shown
 
 
-def sources(filters: Filters, now: datetime) -> list[QuerySet]:
-    """One shaped queryset per kind of work, each already filtered."""
+def sources(filters: Filters, now: datetime, policies: Policies | None = None) -> list[QuerySet]:
+    """One shaped queryset per kind of work, each already filtered (every row: see page())."""
+    policies = policies or Policies.load()
     customer_op = Case(
         When(action__in=CUSTOMER_AFFECTING_ACTIONS, then=Value(1)),
         default=Value(0),
@@ -157,6 +188,7 @@ def sources(filters: Filters, now: datetime) -> list[QuerySet]:
         integration_name=F("integration__name"),
         customer=customer_op,
         now=now,
+        policies=policies,
     )
     # An enquiry whose delivery operation is itself in the queue is that row, not a second one.
     open_op = Exists(
@@ -181,6 +213,7 @@ def sources(filters: Filters, now: datetime) -> list[QuerySet]:
             output_field=IntegerField(),
         ),
         now=now,
+        policies=policies,
     )
     # Waiting for review with no category a person could accept: the suggester was unsure.
     unresolved = _shape(
@@ -194,6 +227,7 @@ def sources(filters: Filters, now: datetime) -> list[QuerySet]:
         integration_name=Value(None, output_field=CharField()),
         customer=1,
         now=now,
+        policies=policies,
     )
     paused = _shape(
         Integration.objects.filter(Q(paused=True) | Q(awaiting_backlog_review=True)),
@@ -206,6 +240,7 @@ def sources(filters: Filters, now: datetime) -> list[QuerySet]:
         integration_name=F("name"),
         customer=1,
         now=now,
+        policies=policies,
     )
     chosen = {
         Queue.UNKNOWN: ops,
@@ -235,8 +270,9 @@ def sources(filters: Filters, now: datetime) -> list[QuerySet]:
     return [qs.order_by().values(*COLUMNS) for qs in selected]
 
 
-def union(filters: Filters, now: datetime):
-    parts = sources(filters, now)
+def union(filters: Filters, now: datetime, policies: Policies | None = None):
+    """Every row of the queue, unordered (the escalation task, the dashboard's totals)."""
+    parts = sources(filters, now, policies)
     first, rest = parts[0], parts[1:]
     return first.union(*rest, all=True) if rest else first
 
