@@ -5,16 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('intake', '0002_suggestion_applied_revision'),
-        ('ledger', '0004_sweeper_schedule'),
+        ("intake", "0002_suggestion_applied_revision"),
+        ("ledger", "0004_sweeper_schedule"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='operation',
-            index=models.Index(condition=models.Q(('held', True)), fields=['integration', 'created_at'], name='operation_held'),
+            model_name="operation",
+            index=models.Index(
+                condition=models.Q(("held", True)),
+                fields=["integration", "created_at"],
+                name="operation_held",
+            ),
         ),
     ]
