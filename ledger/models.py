@@ -195,6 +195,17 @@ class Operation(ConcurrentTransitionMixin, models.Model):
                 name="operation_open",
                 condition=models.Q(state__in=["approved", "submitted", "failed", "unknown"]),
             ),
+            # The console's queue page (recovery.queue.page): one branch per state and
+            # integration, each the oldest first with a LIMIT. operation_open cannot serve it:
+            # it would walk every integration's rows of a state to find one integration's.
+            # enquiry is included so that the page's "enquiry has an open operation" join
+            # reads this index alone (an index-only scan), not every open operation's row.
+            models.Index(
+                fields=["state", "integration", "state_changed_at"],
+                include=["enquiry"],
+                name="operation_queue",
+                condition=models.Q(state__in=["unknown", "failed"]),
+            ),
             # The queue page's paused-backlog row (recovery.queue.held_count) and the backlog
             # page (ledger.services.backlog) count and list an integration's held writes; without
             # it they walk every operation the integration ever had (bench/queue_page.py).

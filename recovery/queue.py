@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from intake.models import Enquiry, EnquiryState
 from ledger.models import Attempt, Integration, Op, Operation
+from ledger.policies import POLICIES
 from recovery.models import Queue, ResponsePolicy
 from recovery.words import CUSTOMER_AFFECTING_ACTIONS
 
@@ -301,16 +302,22 @@ class Row:
 class Page:
     rows: list[Row]
     number: int
-    count: int
+    count: int  # exact up to COUNT_CAP; with ``more``, at least this many wait
     size: int = PAGE_SIZE
+    more: bool = False
+    further: bool = False  # a row exists after this page
 
     @property
-    def pages(self) -> int:
-        return max(1, -(-self.count // self.size))
+    def pages(self) -> int | None:
+        return None if self.more else max(1, -(-self.count // self.size))
+
+    @property
+    def count_label(self) -> str:
+        return f"{self.count:,}+" if self.more else f"{self.count:,}"
 
     @property
     def has_next(self) -> bool:
-        return self.number < self.pages
+        return self.further
 
     @property
     def has_previous(self) -> bool:
@@ -347,14 +354,239 @@ def held_count():
     )
 
 
+# The page counts exactly up to here, then says "10,000+": counting every row costs a read of
+# every row, and no one pages through ten thousand items (they filter).
+COUNT_CAP = 10_000
+# Which customer-affecting flags each integration's actions carry (ledger.policies is the
+# registry of actions): one flag means the integration's rows are one group, both mean two.
+CUSTOMER_FLAGS: dict[str | None, set[bool]] = {}
+for _action, _policy in POLICIES.items():
+    CUSTOMER_FLAGS.setdefault(_policy.integration, set()).add(_action in CUSTOMER_AFFECTING_ACTIONS)
+BY_AGE = ("q_since", "q_key")
+
+
+def _group(
+    qs, *, kind, key, queue, integration_id, integration_name, customer, filters, now, policies
+):
+    """One group of rows under one policy, shaped as the union's columns, or None (filtered out).
+
+    Within a group the response period is one constant, so due = since + period and the
+    overdue rows are exactly the oldest: the group's own order (oldest first) agrees with the
+    queue's order, and its first N rows are all the queue's first N can need from it.
+    """
+    if filters.queue and filters.queue != queue:
+        return None
+    if filters.integration and filters.integration != integration_name:
+        return None
+    period = policies.value(queue, integration_id, "response_period")
+    if filters.overdue:
+        if period is None:
+            return None
+        qs = qs.filter(state_changed_at__lt=now - period)
+    if period is None:
+        due = Cast(Value(None), output_field=DateTimeField())
+        overdue = Value(0, output_field=IntegerField())
+    else:
+        due = ExpressionWrapper(
+            F("state_changed_at") + Value(period, output_field=DurationField()),
+            output_field=DateTimeField(),
+        )
+        overdue = Case(
+            When(state_changed_at__lt=now - period, then=Value(1)),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
+    policy_owner = policies.value(queue, integration_id, "owner_id")
+    qs = qs.annotate(
+        q_kind=Value(kind, output_field=CharField()),
+        q_key=Cast(key, output_field=CharField()),
+        q_queue=Value(queue, output_field=CharField()),
+        q_since=F("state_changed_at"),
+        q_owner=Coalesce(
+            F("owner_id"),
+            Cast(Value(policy_owner), output_field=IntegerField()),
+            output_field=IntegerField(),
+        ),
+        q_integration=Cast(Value(integration_name), output_field=CharField()),
+        q_customer=Value(customer, output_field=IntegerField())
+        if isinstance(customer, int)
+        else customer,
+        q_due=due,
+        q_overdue=overdue,
+    )
+    return _owner_filters(qs, filters)
+
+
+def _owner_filters(qs, filters: Filters):
+    if filters.mine:
+        qs = qs.filter(q_owner=filters.user_id)
+    if filters.owner == "none":
+        qs = qs.filter(q_owner__isnull=True)
+    elif filters.owner:
+        qs = qs.filter(q_owner=int(filters.owner))
+    return qs
+
+
+def groups(filters: Filters, now: datetime, policies: Policies, integrations) -> list:
+    """(queryset, its order) per group of the queue that the filters leave: the page's branches.
+
+    Operations: one group per state and integration (``integrations``: (pk, name) of every
+    row, plus None), read through the partial index ``operation_queue`` (state, integration,
+    state_changed_at) oldest first; split in two by ``action`` where the integration carries
+    both customer-affecting and internal actions. Enquiries: one group per queue. Paused
+    integrations: one small group, ordered in full.
+    """
+    found = []
+
+    def add(qs, order=BY_AGE):
+        if qs is not None:
+            found.append((qs, order))
+
+    customer_op = Case(
+        When(action__in=CUSTOMER_AFFECTING_ACTIONS, then=Value(1)),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    for state in (Op.UNKNOWN, Op.FAILED):
+        for integration_id, name in [*integrations, (None, None)]:
+            rows = Operation.objects.filter(state=state, integration_id=integration_id)
+            if integration_id is None:
+                rows = Operation.objects.filter(state=state, integration__isnull=True)
+            flags = CUSTOMER_FLAGS.get(name, set())
+            if len(flags) == 1:
+                split = [(rows, customer_op)]
+            else:
+                split = [
+                    (rows.filter(action__in=CUSTOMER_AFFECTING_ACTIONS), 1),
+                    (rows.exclude(action__in=CUSTOMER_AFFECTING_ACTIONS), 0),
+                ]
+            # IS NULL is no equality to PostgreSQL: ordered by the index's own columns, the
+            # integration-less group is still read from operation_queue, oldest first.
+            order = BY_AGE if integration_id is not None else ("integration_id", *BY_AGE)
+            for qs, customer in split:
+                add(
+                    _group(
+                        qs,
+                        kind=KIND_OPERATION,
+                        key=F("id"),
+                        queue=state,
+                        integration_id=integration_id,
+                        integration_name=name,
+                        customer=customer,
+                        filters=filters,
+                        now=now,
+                        policies=policies,
+                    ),
+                    order,
+                )
+    enquiry = {
+        "kind": KIND_ENQUIRY,
+        "key": F("reference"),
+        "integration_id": None,
+        "integration_name": None,
+        "filters": filters,
+        "now": now,
+        "policies": policies,
+    }
+    waiting = Enquiry.objects.filter(state=EnquiryState.NEEDS_INFORMATION)
+    add(_group(waiting, queue=Queue.NEEDS_INFORMATION, customer=0, **enquiry))
+    # An enquiry whose delivery operation is itself in the queue is that row, not a second one.
+    open_op = Operation.objects.filter(enquiry=OuterRef("pk"), state__in=[Op.UNKNOWN, Op.FAILED])
+    stuck = Enquiry.objects.filter(state=EnquiryState.SUBMISSION_UNKNOWN).exclude(Exists(open_op))
+    # Most of these enquiries are excluded (their operation is the row), and finding the few
+    # left means joining every one to the open operations: no order, no LIMIT (order None),
+    # read in a second pass, only as far back as the rest of the page leaves room (page()).
+    add(_group(stuck, queue=Queue.SUBMISSION_UNKNOWN, customer=1, **enquiry), None)
+    unresolved = Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW, category__isnull=True)
+    add(_group(unresolved, queue=Queue.UNRESOLVED, customer=1, **enquiry))
+    if not filters.queue or filters.queue == Queue.PAUSED:
+        paused = sources(
+            Filters(
+                owner=filters.owner,
+                queue=Queue.PAUSED,
+                integration=filters.integration,
+                overdue=filters.overdue,
+                mine=filters.mine,
+                user_id=filters.user_id,
+            ),
+            now,
+            policies,
+        )[0]
+        add(paused, ORDERING)  # a handful of rows, each with its own policy: the full order
+    return [(qs.order_by().values(*COLUMNS), order) for qs, order in found]
+
+
+def _late_bound(rows: list[dict], wanted: int, now: datetime, period):
+    """The newest ``q_since`` a customer-affecting row under ``period`` can have and still come
+    before the last of ``rows`` (the first pass, in the queue's order): None for no bound,
+    False when none can. A bound may let in a row too many, never leave one out."""
+    if len(rows) < wanted:
+        return None  # the first pass did not fill the page: every one may be on it
+    last = rows[wanted - 1]
+    overdue_before = now - period if period is not None else None
+    if last["q_overdue"]:
+        # Only an overdue row comes before an overdue one; before an overdue customer-affecting
+        # row, only an older one.
+        if overdue_before is None:
+            return False
+        return min(last["q_since"], overdue_before) if last["q_customer"] else overdue_before
+    if last["q_customer"]:
+        # Overdue, or older than a customer-affecting row that is not overdue.
+        return max(last["q_since"], overdue_before) if overdue_before else last["q_since"]
+    return None  # any customer-affecting row comes before an internal one that is not overdue
+
+
+def _merge(parts):
+    first, rest = parts[0], parts[1:]
+    return first.union(*rest, all=True) if rest else first
+
+
 def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SIZE) -> Page:
-    """One page of the queue: 2 queries for the union (count, rows) + one per kind shown."""
+    """One page of the queue in a constant number of queries, whatever the queue's length.
+
+    Policies and integrations (2 queries), a count up to COUNT_CAP (1), the page's rows (2:
+    without, then with the stuck enquiries, see ``groups``), then one query per kind of row
+    shown and one for the owners (``attach``). No query reads every waiting operation: each
+    group gives at most offset + size + 1 rows, oldest first, and the outer query puts them in
+    the queue's order and takes the page.
+    """
     now = now or timezone.now()
-    qs = union(filters, now)
-    count = qs.count()
-    number = max(1, min(number, max(1, -(-count // size))))
+    policies = Policies.load()
+    integrations = list(Integration.objects.order_by("pk").values_list("pk", "name"))
+    parts = groups(filters, now, policies, integrations)
+    if not parts:
+        return Page(rows=[], number=1, count=0, size=size)
+    counted = _merge([qs.values("q_kind") for qs, _order in parts])
+    count = counted[: COUNT_CAP + 1].count()
+    more = count > COUNT_CAP
+    count = min(count, COUNT_CAP)
+    if not more:
+        number = min(number, max(1, -(-count // size)))
+    number = max(1, number)
     start = (number - 1) * size
-    raw = list(qs.order_by(*ORDERING)[start : start + size])
+    end = start + size + 1  # one more than the page: is there a next page?
+
+    def fetch(chosen):
+        if len(chosen) == 1:
+            qs, order = chosen[0]
+            return list(qs.order_by(*(order or ORDERING))[start:end])
+        limited = [qs.order_by(*order)[:end] if order else qs for qs, order in chosen]
+        return list(_merge(limited).order_by(*ORDERING)[start:end])
+
+    ordered = [(qs, order) for qs, order in parts if order]
+    late = [qs for qs, order in parts if not order]
+    raw = fetch(ordered) if ordered else []
+    if late:
+        # First pass without the stuck enquiries; the row that closes it bounds how old one of
+        # them must be to get onto the page, so the join reads only those.
+        period = policies.value(Queue.SUBMISSION_UNKNOWN, None, "response_period")
+        bound = _late_bound(raw, end - start, now, period) if ordered else None
+        if bound is False:
+            late = [qs.none() for qs in late]
+        elif bound is not None:
+            late = [qs.filter(q_since__lte=bound) for qs in late]
+        raw = fetch(ordered + [(qs, None) for qs in late])
+    further = len(raw) > size
     rows = [
         Row(
             kind=r["q_kind"],
@@ -367,10 +599,10 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
             due=r["q_due"],
             overdue=bool(r["q_overdue"]),
         )
-        for r in raw
+        for r in raw[:size]
     ]
     attach(rows, user=user)
-    return Page(rows=rows, number=number, count=count, size=size)
+    return Page(rows=rows, number=number, count=count, size=size, more=more, further=further)
 
 
 def attach(rows: list[Row], *, user=None):

@@ -197,3 +197,194 @@ def test_opening_the_queue_records_a_visit(client_for, people):
 @pytest.mark.parametrize("page", ["0", "-1", "abc", "999999"])
 def test_bad_page_numbers_are_not_errors(client_for, page):
     assert client_for("admin").get(reverse("recovery:queue") + f"?page={page}").status_code == 200
+
+
+def test_order_holds_across_groups_with_different_response_periods(story, integrations_rows):
+    """Each (queue, integration) group is read oldest first with a LIMIT; the merge must still
+    give overdue first, then what the customer feels, then the oldest, on every page."""
+    ResponsePolicy.objects.create(queue=Queue.UNKNOWN, response_period=timedelta(hours=1))
+    ResponsePolicy.objects.create(queue=Queue.FAILED, response_period=timedelta(hours=4))
+    ResponsePolicy.objects.create(
+        queue=Queue.FAILED,
+        integration=integrations_rows["notify"],
+        response_period=timedelta(hours=8),
+    )
+    ResponsePolicy.objects.create(queue="", response_period=timedelta(days=30))
+    documents = {"action": "documents.extract", "integration": "documents"}
+    overdue_internal = story.operation("failed", **documents)
+    _age(overdue_internal, 5)  # failed > 4 h
+    overdue_customer = story.operation("unknown")
+    _age(overdue_customer, 2)  # unknown > 1 h
+    notify_old = story.operation("failed", action="notify.send", integration="notify")
+    _age(notify_old, 6)  # older than the rest, but notify's failures have 8 h
+    customer_new = story.operation("unknown")
+    _age(customer_new, 0.5)
+    waiting = story.enquiry("needs_information")
+    _age(waiting, 48)  # the default policy's 30 days
+    internal_new = story.operation("failed", **documents)
+    _age(internal_new, 3)
+    expected = [
+        str(overdue_customer.pk),
+        str(overdue_internal.pk),
+        str(notify_old.pk),
+        str(customer_new.pk),
+        waiting.reference,
+        str(internal_new.pk),
+    ]
+    first = work.page(work.Filters(), 1)
+    assert [r.key for r in first.rows] == expected
+    assert [r.overdue for r in first.rows] == [True, True, False, False, False, False]
+    paged = [r.key for n in (1, 2, 3) for r in work.page(work.Filters(), n, size=2).rows]
+    assert paged == expected
+
+
+def _more_groups(integrations_rows, people):
+    """Internal work next to bulk_queue's: documents failures and integration-less suggestions,
+    some owned, so that groups differ in period, owner and customer effect."""
+    now = timezone.now()
+    ops = []
+    approved = Enquiry.objects.filter(state="approved").order_by("reference")
+    for i, enquiry in enumerate(approved):
+        action, integration, state = (
+            ("documents.extract", integrations_rows["documents"], Op.FAILED)
+            if i % 2
+            else ("suggest.category", None, Op.UNKNOWN)
+        )
+        ops.append(
+            Operation(
+                enquiry=enquiry,
+                action=action,
+                revision=1,
+                idempotency_key=f"{enquiry.pk}:{action}:r1",
+                payload={},
+                payload_hash=payload_hash({}),
+                integration=integration,
+                state=state,
+                owner=people["coordinator"] if i % 3 == 0 else None,
+                state_changed_at=now - timedelta(minutes=7 * i + 3),
+            )
+        )
+    Operation.objects.bulk_create(ops)
+    # Enquiries whose submission is unknown with no open operation: rows of their own.
+    Enquiry.objects.bulk_create(
+        Enquiry(
+            reference=f"STUCK-{i:02d}",
+            source="website",
+            message="stuck",
+            state="submission_unknown",
+            state_changed_at=now - timedelta(minutes=11 * i + 1),
+        )
+        for i in range(8)
+    )
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["registry-groups", "split-by-action"])
+def test_pages_and_filters_agree_with_the_whole_queue(
+    integrations_rows, people, monkeypatch, split
+):
+    """Page by page, and under every filter, the page gives what ordering the whole queue
+    (all_rows: every row, no LIMIT per group) gives."""
+    if split:  # as if the CRM carried internal actions too: its rows become two groups
+        monkeypatch.setitem(work.CUSTOMER_FLAGS, "crm", {True, False})
+    ResponsePolicy.objects.create(queue="", owner=people["admin"], response_period=timedelta(1))
+    ResponsePolicy.objects.create(queue=Queue.UNKNOWN, response_period=timedelta(minutes=20))
+    ResponsePolicy.objects.create(
+        queue=Queue.FAILED, owner=people["reviewer"], response_period=timedelta(minutes=45)
+    )
+    ResponsePolicy.objects.create(
+        queue=Queue.FAILED,
+        integration=integrations_rows["notify"],
+        owner=None,
+        response_period=timedelta(hours=2),
+    )
+    ResponsePolicy.objects.create(
+        queue=Queue.NEEDS_INFORMATION, owner=people["admin"], response_period=timedelta(minutes=30)
+    )
+    ResponsePolicy.objects.create(queue=Queue.UNRESOLVED, response_period=timedelta(minutes=10))
+    ResponsePolicy.objects.create(
+        queue=Queue.SUBMISSION_UNKNOWN, response_period=timedelta(minutes=30)
+    )
+    bulk_queue(60, integrations_rows)
+    _more_groups(integrations_rows, people)
+    Operation.objects.filter(action="notify.send", state=Op.UNKNOWN).update(
+        owner=people["coordinator"]
+    )
+    now = timezone.now()
+
+    def keys(rows):
+        return [(r["q_kind"], r["q_key"]) for r in rows]
+
+    expected = keys(work.all_rows(now))
+    assert len({k for k in expected}) == len(expected) > 60
+    seen, number = [], 1
+    while True:
+        page = work.page(work.Filters(), number, now=now, size=7)
+        seen += [(r.kind, r.key) for r in page.rows]
+        if not page.has_next:
+            break
+        number += 1
+    assert seen == expected
+    assert page.count == len(expected) and page.pages == number
+
+    coordinator = people["coordinator"].pk
+    for filters in [
+        work.Filters(overdue=True),
+        work.Filters(owner=str(people["reviewer"].pk)),
+        work.Filters(owner=str(people["admin"].pk)),
+        work.Filters(owner="none"),
+        work.Filters(mine=True, user_id=coordinator),
+        work.Filters(queue=Queue.FAILED),
+        work.Filters(queue=Queue.UNKNOWN, overdue=True),
+        work.Filters(queue=Queue.UNRESOLVED),
+        work.Filters(integration="notify"),
+        work.Filters(integration="documents", overdue=True),
+        work.Filters(queue=Queue.NEEDS_INFORMATION, owner=str(people["admin"].pk)),
+        work.Filters(queue=Queue.SUBMISSION_UNKNOWN),
+        work.Filters(owner="none", overdue=True),
+    ]:
+        whole = keys(work.all_rows(now, filters))
+        assert whole, filters  # every filter here has rows: the comparison means something
+        for size in (5, 50):
+            page = work.page(filters, 1, now=now, size=size)
+            assert [(r.kind, r.key) for r in page.rows] == whole[:size], (filters, size)
+            assert page.count == len(whole)
+            assert page.has_next == (len(whole) > size)
+
+
+def test_the_count_stops_at_its_cap_and_says_so(client_for, integrations_rows, monkeypatch):
+    monkeypatch.setattr(work, "COUNT_CAP", 5)
+    bulk_queue(12, integrations_rows)  # 12 rows and the paused integration
+    response = client_for("coordinator").get(reverse("recovery:queue"))
+    page = response.context["page"]
+    assert (page.count, page.more, page.count_label, page.pages) == (5, True, "5+", None)
+    assert "<strong>5+</strong> waiting" in response.content.decode()
+    seen, number = [], 1
+    while True:  # paging goes on past the cap: a full page says whether another follows
+        page = work.page(work.Filters(), number, size=4)
+        seen += [r.key for r in page.rows]
+        if not page.has_next:
+            break
+        number += 1
+    assert len(seen) == len(set(seen)) == 13 and number == 4
+
+
+def test_the_stuck_enquiries_are_read_only_as_far_back_as_the_page_leaves_room():
+    """page() reads submission_unknown enquiries (customer-affecting, one period) in a second
+    pass, bounded by the last row of the first: a bound may let in too many, never too few."""
+    now = timezone.now()
+    period = timedelta(hours=2)
+    overdue_before = now - period
+
+    def last(hours, overdue, customer):
+        row = {"q_since": now - timedelta(hours=hours), "q_overdue": overdue}
+        return [{**row, "q_customer": customer}]
+
+    assert work._late_bound([], 1, now, period) is None  # the page is not full
+    assert work._late_bound(last(5, 1, 1), 1, now, period) == now - timedelta(hours=5)
+    assert work._late_bound(last(1, 1, 1), 1, now, period) == overdue_before
+    assert work._late_bound(last(5, 1, 0), 1, now, period) == overdue_before
+    assert work._late_bound(last(5, 1, 0), 1, now, None) is False  # never overdue
+    assert work._late_bound(last(3, 0, 1), 1, now, period) == now - timedelta(hours=2)
+    assert work._late_bound(last(1, 0, 1), 1, now, period) == now - timedelta(hours=1)
+    assert work._late_bound(last(3, 0, 1), 1, now, None) == now - timedelta(hours=3)
+    assert work._late_bound(last(3, 0, 0), 1, now, period) is None
