@@ -6,6 +6,7 @@ concurrency, the journal's append-only trigger) are PostgreSQL's.
 
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 
 def embedded_database_url(base_dir: Path) -> str:
@@ -30,3 +31,18 @@ def database_url(base_dir: Path) -> str:
     # Child processes (workers, the sandbox, test subprocesses) reuse the same server.
     os.environ["DATABASE_URL"] = url
     return url
+
+
+def connection_url(settings_dict) -> str:
+    """A DATABASE_URL naming the database a connection uses (a test run's own one too), for
+    child processes: workers, web servers and sandboxes that tests and the drill start."""
+    s = settings_dict
+    auth = quote(s["USER"] or "", safe="")
+    if s.get("PASSWORD"):
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    host = s.get("HOST") or ""
+    if host.startswith("/"):  # a socket directory (the embedded server)
+        netloc = f"{auth}@" + (f":{s['PORT']}" if s.get("PORT") else "")
+        return f"postgresql://{netloc}/{s['NAME']}?host={quote(host, safe='')}"
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgresql://{auth}@{host}{port}/{s['NAME']}"

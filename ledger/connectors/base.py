@@ -107,6 +107,28 @@ class Connector:
             **kwargs,
         )
 
+    def post_write(self, path, operation, *, what="record"):
+        """POST the approved payload (with the idempotency key where the destination honours
+        it); returns (response, body, external_id). A 2xx without an ID proves nothing, so it
+        is treated as no answer: uncertain."""
+        response = self.request(
+            "POST",
+            path,
+            operation=operation,
+            idempotent=self.integration.supports_idempotency_key,
+            json_body=operation.payload,
+        )
+        body = response.body if isinstance(response.body, dict) else {}
+        external_id = str(body.get("id") or "")
+        if not external_id:
+            raise ConnectorError(
+                "uncertain",
+                f"{response.status} without a {what} id",
+                status=response.status,
+                body=response.summary(),
+            )
+        return response, body, external_id
+
     # -- the interface -----------------------------------------------------------------------
     def request_summary(self, operation) -> dict[str, Any]:
         """What the attempt row records before the call (no personal data beyond the key)."""

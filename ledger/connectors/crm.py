@@ -15,23 +15,7 @@ class CrmCreateConnector(Connector):
         }
 
     def call(self, operation):
-        response = self.request(
-            "POST",
-            "/crm/enquiries",
-            operation=operation,
-            idempotent=self.integration.supports_idempotency_key,
-            json_body=operation.payload,
-        )
-        body = response.body if isinstance(response.body, dict) else {}
-        external_id = str(body.get("id") or "")
-        if not external_id:
-            # A 2xx without a record reference proves nothing: treat it as no answer.
-            raise ConnectorError(
-                "uncertain",
-                f"{response.status} without a record id",
-                status=response.status,
-                body=response.summary(),
-            )
+        response, _body, external_id = self.post_write("/crm/enquiries", operation)
         return CallResult(
             response.status,
             external_id,

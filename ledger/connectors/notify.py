@@ -1,7 +1,7 @@
 """The notification provider: send a message (accepted, then delivered or failed), look messages
 up by reference to learn whether an uncertain send was accepted and how its delivery went."""
 
-from ledger.connectors.base import CallResult, Connector, ConnectorError, LookupResult
+from ledger.connectors.base import CallResult, Connector, LookupResult
 
 
 class NotifyConnector(Connector):
@@ -15,22 +15,7 @@ class NotifyConnector(Connector):
         }
 
     def call(self, operation):
-        response = self.request(
-            "POST",
-            "/notify/messages",
-            operation=operation,
-            idempotent=self.integration.supports_idempotency_key,
-            json_body=operation.payload,
-        )
-        body = response.body if isinstance(response.body, dict) else {}
-        external_id = str(body.get("id") or "")
-        if not external_id:
-            raise ConnectorError(
-                "uncertain",
-                f"{response.status} without a message id",
-                status=response.status,
-                body=response.summary(),
-            )
+        response, body, external_id = self.post_write("/notify/messages", operation, what="message")
         return CallResult(
             response.status,
             external_id,

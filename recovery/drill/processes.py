@@ -15,12 +15,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import requests
 from django.conf import settings
 from django.db import connection
 
+from config.db import connection_url
 from sandbox.testing import free_port
 
 PROJECT_ROOT = Path(settings.BASE_DIR)
@@ -37,16 +37,7 @@ def new_secret() -> str:
 
 def database_url_for_children() -> str:
     """DATABASE_URL naming the database this process is connected to (a test's own one too)."""
-    s = connection.settings_dict
-    auth = quote(s["USER"] or "", safe="")
-    if s.get("PASSWORD"):
-        auth += ":" + quote(s["PASSWORD"], safe="")
-    host = s.get("HOST") or ""
-    if host.startswith("/"):
-        netloc = f"{auth}@" + (f":{s['PORT']}" if s.get("PORT") else "")
-        return f"postgresql://{netloc}/{s['NAME']}?host={quote(host, safe='')}"
-    port = f":{s['PORT']}" if s.get("PORT") else ""
-    return f"postgresql://{auth}@{host}{port}/{s['NAME']}"
+    return connection_url(connection.settings_dict)
 
 
 def child_environment(**overrides: str) -> dict[str, str]:

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.db import transaction
@@ -189,16 +188,9 @@ def child_database_url() -> str:
     """DATABASE_URL for a child process: this test run's own database."""
     from django.db import connection
 
-    s = connection.settings_dict
-    auth = quote(s["USER"] or "", safe="")
-    if s.get("PASSWORD"):
-        auth += ":" + quote(s["PASSWORD"], safe="")
-    host = s.get("HOST") or ""
-    if host.startswith("/"):
-        netloc = f"{auth}@" + (f":{s['PORT']}" if s.get("PORT") else "")
-        return f"postgresql://{netloc}/{s['NAME']}?host={quote(host, safe='')}"
-    port = f":{s['PORT']}" if s.get("PORT") else ""
-    return f"postgresql://{auth}@{host}{port}/{s['NAME']}"
+    from config.db import connection_url
+
+    return connection_url(connection.settings_dict)
 
 
 class ClusterProcess:
