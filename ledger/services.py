@@ -107,24 +107,41 @@ def integration(name) -> Integration:
         return ensure_integrations()[name]
 
 
-def propose(enquiry, action, payload, *, revision, actor, detail="", approve=False, reason=""):
+def propose(
+    enquiry,
+    action,
+    payload,
+    *,
+    revision,
+    actor,
+    detail="",
+    approve=False,
+    reason="",
+    known_keys=None,
+):
     """Record an operation (idempotent on its key); a system-approved one is approved and
-    enqueued at once. Returns (operation, created)."""
+    enqueued at once. Returns (operation, created).
+
+    ``known_keys``: the caller has already read every key this enquiry holds (one query for
+    several proposals, the receipt's hot path), so an absent key is inserted directly instead
+    of through get_or_create's SELECT and savepoint. The unique index still guards it.
+    """
     policy = policy_for(action)
     key = Operation.make_key(enquiry.pk, action, revision)
     if detail:
         key = f"{enquiry.pk}:{action}:{detail}:r{revision}"
-    op, created = Operation.objects.get_or_create(
-        idempotency_key=key,
-        defaults={
-            "enquiry": enquiry,
-            "action": action,
-            "revision": revision,
-            "payload": payload,
-            "payload_hash": payload_hash(payload),
-            "integration": integration(policy.integration) if policy.integration else None,
-        },
-    )
+    defaults = {
+        "enquiry": enquiry,
+        "action": action,
+        "revision": revision,
+        "payload": payload,
+        "payload_hash": payload_hash(payload),
+        "integration": integration(policy.integration) if policy.integration else None,
+    }
+    if known_keys is not None and key not in known_keys:
+        op, created = Operation.objects.create(idempotency_key=key, **defaults), True
+    else:
+        op, created = Operation.objects.get_or_create(idempotency_key=key, defaults=defaults)
     if created:
         journal.record(
             op,
@@ -187,7 +204,18 @@ def propose_receipt_work(enquiry, *, actor=LEDGER):
     """
     ops = []
     revision = enquiry.current_revision
-    op, _ = propose(enquiry, "suggest.category", {}, revision=revision, actor=actor, approve=True)
+    # One read of the keys this enquiry already holds (none, for a new one) serves every
+    # proposal below.
+    known = set(Operation.objects.filter(enquiry=enquiry).values_list("idempotency_key", flat=True))
+    op, _ = propose(
+        enquiry,
+        "suggest.category",
+        {},
+        revision=revision,
+        actor=actor,
+        approve=True,
+        known_keys=known,
+    )
     ops.append(op)
     for document in _attached_documents(enquiry):
         payload = {"document_id": document.document_id, "version": document.version}
@@ -199,6 +227,7 @@ def propose_receipt_work(enquiry, *, actor=LEDGER):
             detail=f"{document.document_id}@v{document.version}",
             actor=actor,
             approve=True,
+            known_keys=known,
         )
         ops.append(op)
     if enquiry.email:
@@ -211,6 +240,7 @@ def propose_receipt_work(enquiry, *, actor=LEDGER):
             actor=actor,
             approve=True,
             reason="acknowledge receipt",
+            known_keys=known,
         )
         ops.append(op)
     return ops

@@ -70,6 +70,23 @@ def test_receipt_proposes_suggestion_extractions_and_acknowledgement(make_enquir
     assert all(str(op.pk) in live for op in Operation.objects.all())
 
 
+def test_receipt_work_proposed_twice_makes_nothing_new(make_enquiry, integrations):
+    # Receipt reads the enquiry's keys once and inserts absent ones directly; a second call
+    # (a replayed signal) must find them all and add no operation, task or journal row.
+    enquiry = make_enquiry()
+    with transaction.atomic():
+        first = services.propose_receipt_work(enquiry)
+    counts = (Operation.objects.count(), OrmQ.objects.count(), JournalEntry.objects.count())
+    with transaction.atomic():
+        second = services.propose_receipt_work(enquiry)
+    assert [op.pk for op in second] == [op.pk for op in first]
+    assert (
+        Operation.objects.count(),
+        OrmQ.objects.count(),
+        JournalEntry.objects.count(),
+    ) == counts
+
+
 def test_receipt_work_runs_in_workers(make_enquiry, integrations, sandbox, run_queue):
     enquiry = make_enquiry()
     with transaction.atomic():
