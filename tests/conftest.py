@@ -1,4 +1,5 @@
 import os
+import time
 
 import pytest
 
@@ -37,3 +38,20 @@ def make_user(db, roles, django_user_model):
         return user
 
     return make
+
+
+def wait_for_condition(predicate, *, timeout=30.0, interval=0.05, message="condition"):
+    """Poll ``predicate()`` until it is truthy and return it; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{message}: not met within {timeout:g}s (last value {value!r})")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def wait_for():
+    return wait_for_condition

@@ -7,7 +7,7 @@
 - ``run_queue``: an in-process worker for unit tests: runs due django-q2 tasks from the ORM
   queue until a condition holds (no cluster needed).
 - ``start_cluster``: real ``manage.py qcluster`` processes on the test database.
-- ``wait_for``: poll with a bound and a clear failure message.
+- ``wait_for`` (from tests/conftest.py): poll with a bound and a clear failure message.
 """
 
 from __future__ import annotations
@@ -26,22 +26,6 @@ from sandbox.testing import SandboxProcess
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_START_TIMEOUT = 60.0
-
-
-def wait_for_condition(predicate, *, timeout=30.0, interval=0.05, message="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{message}: not met within {timeout:g}s (last value {value!r})")
-        time.sleep(interval)
-
-
-@pytest.fixture
-def wait_for():
-    return wait_for_condition
 
 
 # --- the sandbox --------------------------------------------------------------------------------

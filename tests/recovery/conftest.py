@@ -27,7 +27,6 @@ from tests.ledger.conftest import (  # noqa: F401
     sandbox,
     sandbox_process,
     start_cluster,
-    wait_for,
 )
 from tests.ledger.factories import make_operation
 

@@ -1,11 +1,12 @@
 """Fixtures for the sandbox's own tests: each test gets a fresh sandbox process."""
 
-import time
+import functools
 
 import pytest
 import requests
 
 from sandbox.testing import SandboxProcess
+from tests.conftest import wait_for_condition
 
 
 @pytest.fixture
@@ -48,18 +49,7 @@ def api(sandbox):
         yield Api(session, sandbox)
 
 
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05):
-    """Poll until ``predicate()`` is truthy and return it; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s (last value {value!r})")
-        time.sleep(interval)
-
-
 @pytest.fixture
 def poll():
-    return wait_for
+    """poll(predicate): wait up to 10 s for it to become truthy."""
+    return functools.partial(wait_for_condition, timeout=10.0)
