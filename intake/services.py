@@ -142,7 +142,7 @@ def _accepted_body(enquiry: Enquiry, *, duplicate: bool) -> dict:
 
 
 def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
-    enquiry = Enquiry.objects.create(
+    enquiry = Enquiry(
         source=source,
         workflow_version=settings.WORKFLOW_VERSION,
         name=payload.name,
@@ -156,6 +156,15 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
         created_at=now,
         state_changed_at=now,
     )
+    # Received and validated in this one transaction: the transition runs before the first
+    # save, so the row is inserted once, already validated (its journal row says
+    # received -> validated), instead of inserted and then updated.
+    enquiry.validate(
+        actor=INTAKE_ACTOR,
+        reason="signed event accepted",
+        evidence={"event": f"{source}/{event_id}", "body_sha256": digest},
+    )
+    enquiry.save(force_insert=True)
     # A concurrent twin blocks here on the unique index until the first commits, then fails
     # with IntegrityError: its whole transaction (this enquiry too) rolls back.
     event = IntakeEvent.objects.create(
@@ -170,17 +179,13 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
     Revision.objects.create(
         enquiry=enquiry, number=1, fields=payload.revision_fields(), origin="intake", created_at=now
     )
-    Document.objects.bulk_create(
+    documents = Document.objects.bulk_create(
         Document(enquiry=enquiry, document_id=d["id"], version=d["version"])
         for d in payload.documents
     )
-    enquiry.validate(
-        actor=INTAKE_ACTOR,
-        reason="signed event accepted",
-        evidence={"event": f"{source}/{event_id}", "body_sha256": digest},
+    signals.enquiry_received.send(
+        sender=Enquiry, enquiry=enquiry, event=event, documents=documents
     )
-    enquiry.save()
-    signals.enquiry_received.send(sender=Enquiry, enquiry=enquiry, event=event)
     return IntakeResult(202, _accepted_body(enquiry, duplicate=False))
 
 

@@ -6,7 +6,8 @@ proposing operations) commit or roll back with it.
 
 from django.dispatch import Signal
 
-# An enquiry was received and validated. kwargs: enquiry, event.
+# An enquiry was received and validated, in the transaction that created it. kwargs: enquiry,
+# event, documents (the Document rows stored with it).
 enquiry_received = Signal()
 
 # Revision N+1 of an enquiry was made (an edit); any approval of an older revision is void.

@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
 from intake.models import Enquiry
@@ -48,11 +49,14 @@ def lease_seconds() -> float:
 
 
 def lock_operation(op_id, *, skip_locked=False, **filters):
-    """Lock the enquiry, then the operation (the one lock order everywhere)."""
-    row = Operation.objects.filter(pk=op_id).values("enquiry_id").first()
-    if row is None:
+    """Lock the enquiry, then the operation (the one lock order everywhere).
+
+    The enquiry is found through the operation and locked in one statement.
+    """
+    owner = Operation.objects.filter(pk=op_id).values("enquiry_id")[:1]
+    enquiry = Enquiry.objects.select_for_update().filter(pk=Subquery(owner)).first()
+    if enquiry is None:
         return None, None
-    enquiry = Enquiry.objects.select_for_update().get(pk=row["enquiry_id"])
     op = (
         Operation.objects.select_for_update(skip_locked=skip_locked, of=("self",))
         .select_related("integration")
@@ -69,15 +73,25 @@ def _clear_lease(op):
     op.lease_expires_at = None
 
 
+def _attempt(attempt) -> Attempt:
+    """The attempt this worker recorded at its claim (passed on), or read by its ID."""
+    return attempt if isinstance(attempt, Attempt) else Attempt.objects.get(pk=attempt)
+
+
 def _finish_attempt(attempt, *, outcome, status=None, body="", error=None):
-    attempt.ended_at = timezone.now()
-    attempt.outcome = outcome
-    attempt.response_status = status
-    attempt.response_body = (body or "")[:BODY_LIMIT]
+    """Write the attempt's ending: only these fields, so nothing else in the row is touched."""
+    fields = {
+        "ended_at": timezone.now(),
+        "outcome": outcome,
+        "response_status": status,
+        "response_body": (body or "")[:BODY_LIMIT],
+    }
     if error is not None:
-        attempt.error_class = error.kind.value
-        attempt.error_message = error.message[:2000]
-    attempt.save()
+        fields["error_class"] = error.kind.value
+        fields["error_message"] = error.message[:2000]
+    Attempt.objects.filter(pk=attempt.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(attempt, name, value)
 
 
 # --- execute ------------------------------------------------------------------------------------
@@ -91,25 +105,25 @@ def execute(op_id) -> str:
     op, attempt, shortcut = claimed
     actor = worker_actor()
     if shortcut is not None:
-        return record_success(op.pk, attempt.pk, shortcut, actor=actor, outcome="skipped")
+        return record_success(op.pk, attempt, shortcut, actor=actor, outcome="skipped")
     connector = policy_for(op).connector(op.integration)
     try:
         result = connector.call(op)
     except ConnectorError as exc:
-        return record_failure(op.pk, attempt.pk, exc, actor=actor)
+        return record_failure(op.pk, attempt, exc, actor=actor)
     except Exception as exc:  # a bug, not a destination answer: we cannot say it was not sent
         logger.exception("connector crashed on %s", op.pk)
         error = ConnectorError(ErrorKind.UNCERTAIN, f"connector error: {exc!r}")
-        return record_failure(op.pk, attempt.pk, error, actor=actor)
+        return record_failure(op.pk, attempt, error, actor=actor)
     failpoints.hit("after_call_succeeded")
-    return record_success(op.pk, attempt.pk, result, actor=actor)
+    return record_success(op.pk, attempt, result, actor=actor)
 
 
 def claim(op_id):
     """(operation, attempt, shortcut) committed as `submitted`, or None when not claimable."""
     now = timezone.now()
     actor = worker_actor()
-    with transaction.atomic():
+    with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id, skip_locked=True, state=Op.APPROVED, held=False)
         if op is None:
             return None
@@ -173,10 +187,11 @@ def hold(op, *, actor, reason):
     journal.record(op, "ledger.operation.held", actor=actor, reason=reason)
 
 
-def record_success(op_id, attempt_id, result: CallResult, *, actor, outcome="success") -> str:
-    with transaction.atomic():
+def record_success(op_id, attempt, result: CallResult, *, actor, outcome="success") -> str:
+    """``attempt``: the Attempt recorded at the claim, or its ID."""
+    with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
-        attempt = Attempt.objects.get(pk=attempt_id)
+        attempt = _attempt(attempt)
         _finish_attempt(attempt, outcome=outcome, status=result.status, body=result.body)
         if op.state not in (Op.SUBMITTED, Op.UNKNOWN):
             journal.record(
@@ -207,10 +222,11 @@ def _confirm(op, enquiry, result: CallResult, actor, reason):
     effects.on_success(op, result, enquiry=enquiry, actor=actor)
 
 
-def record_failure(op_id, attempt_id, error: ConnectorError, *, actor) -> str:
-    with transaction.atomic():
+def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
+    """``attempt``: the Attempt recorded at the claim, or its ID."""
+    with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
-        attempt = Attempt.objects.get(pk=attempt_id)
+        attempt = _attempt(attempt)
         _finish_attempt(
             attempt, outcome=error.kind.value, status=error.status, body=error.body, error=error
         )
@@ -373,17 +389,18 @@ def reconcile(op_id) -> str:
     except Exception as exc:
         logger.exception("lookup crashed on %s", op.pk)
         found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
-    return record_lookup(op.pk, attempt.pk, found, error, actor=actor)
+    return record_lookup(op.pk, attempt, found, error, actor=actor)
 
 
 def _ref(op):
     return op.payload.get("reference") or op.payload.get("external_id") or op.idempotency_key
 
 
-def record_lookup(op_id, attempt_id, found: LookupResult | None, error, *, actor) -> str:
-    with transaction.atomic():
+def record_lookup(op_id, attempt, found: LookupResult | None, error, *, actor) -> str:
+    """``attempt``: the lookup Attempt recorded at the claim, or its ID."""
+    with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
-        attempt = Attempt.objects.get(pk=attempt_id)
+        attempt = _attempt(attempt)
         if op.state != Op.UNKNOWN or op.lease_owner != worker_name():
             _finish_attempt(attempt, outcome="superseded", error=error)
             return "superseded"

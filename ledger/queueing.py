@@ -14,6 +14,8 @@ operation keeps its ``next_attempt_at`` and the sweeper (every minute) enqueues 
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -43,6 +45,48 @@ class _DelayedOrmBroker(ORM):
         return package.pk
 
 
+class _CollectingOrmBroker(ORM):
+    """The ORM broker, keeping each task row to be inserted with the others (see batched())."""
+
+    def __init__(self, rows):
+        super().__init__(list_key=Conf.CLUSTER_NAME)
+        self.rows = rows
+
+    def enqueue(self, task):
+        from django_q.models import OrmQ
+
+        self.rows.append(OrmQ(key=self.list_key, payload=task, lock=timezone.now()))
+        return None
+
+
+# Task rows that enqueue() collects inside a batched() block (ORM broker only).
+_batch: ContextVar[list | None] = ContextVar("queue_batch", default=None)
+
+
+@contextmanager
+def batched():
+    """Insert the task rows this block enqueues in one statement at its end (ORM broker).
+
+    The same rows django-q2's ORM broker writes one at a time, for a path that enqueues
+    several in one transaction (the receipt). Delayed tasks and other brokers are unchanged.
+    """
+    if _batch.get() is not None or not uses_orm_broker():
+        yield
+        return
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("queueing.batched() must run inside transaction.atomic()")
+    rows: list = []
+    token = _batch.set(rows)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+    if rows:
+        from django_q.models import OrmQ
+
+        OrmQ.objects.using(Conf.ORM).bulk_create(rows)
+
+
 def uses_orm_broker() -> bool:
     return bool(Conf.ORM) and not Conf.BROKER_CLASS
 
@@ -61,6 +105,8 @@ def enqueue(operation, func: str = EXECUTE, *, at=None, save=True) -> bool:
         options = {"task_name": f"{func.rsplit('.', 1)[1]}:{op_id}", "group": "ledger"}
         if delayed:
             options["broker"] = _DelayedOrmBroker(at)
+        elif _batch.get() is not None:
+            options["broker"] = _CollectingOrmBroker(_batch.get())
         async_task(func, op_id, q_options=options)
     elif delayed:
         return False  # the sweeper enqueues it once next_attempt_at has passed

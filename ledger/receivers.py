@@ -15,10 +15,11 @@ logger = logging.getLogger("ledger.receivers")
 
 
 @receiver(signals.enquiry_received, dispatch_uid="ledger.enquiry_received")
-def enquiry_received(sender, enquiry, **kwargs):
+def enquiry_received(sender, enquiry, documents=None, **kwargs):
     from ledger.services import propose_receipt_work
 
-    propose_receipt_work(enquiry)
+    # Sent by intake's receipt for an enquiry created in its transaction: no operation yet.
+    propose_receipt_work(enquiry, new=True, documents=documents)
 
 
 @receiver(signals.revision_created, dispatch_uid="ledger.revision_created")

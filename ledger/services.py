@@ -35,7 +35,7 @@ from ledger.policies import (
     policy_for,
     state_allows,
 )
-from ledger.queueing import EXECUTE, enqueue
+from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.queueing import RECONCILE as RECONCILE_TASK
 
 __all__ = [
@@ -107,6 +107,42 @@ def integration(name) -> Integration:
         return ensure_integrations()[name]
 
 
+def _operation_key(enquiry, action, revision, detail="") -> str:
+    if detail:
+        return f"{enquiry.pk}:{action}:{detail}:r{revision}"
+    return Operation.make_key(enquiry.pk, action, revision)
+
+
+def _operation_fields(enquiry, action, payload, revision, integrations=None) -> dict:
+    policy = policy_for(action)
+    name = policy.integration
+    if not name:
+        target = None
+    elif integrations is not None and name in integrations:
+        target = integrations[name]
+    else:
+        target = integration(name)
+    return {
+        "enquiry": enquiry,
+        "action": action,
+        "revision": revision,
+        "payload": payload,
+        "payload_hash": payload_hash(payload),
+        "integration": target,
+    }
+
+
+def _journal_proposed(op, *, actor, reason):
+    journal.record(
+        op,
+        "ledger.operation.proposed",
+        actor=actor,
+        reason=reason or f"{op.action} for revision {op.revision}",
+        evidence={"idempotency_key": op.idempotency_key, "payload_hash": op.payload_hash},
+        to_state=Op.PROPOSED,
+    )
+
+
 def propose(
     enquiry,
     action,
@@ -117,53 +153,30 @@ def propose(
     detail="",
     approve=False,
     reason="",
-    known_keys=None,
 ):
     """Record an operation (idempotent on its key); a system-approved one is approved and
-    enqueued at once. Returns (operation, created).
-
-    ``known_keys``: the caller has already read every key this enquiry holds (one query for
-    several proposals, the receipt's hot path), so an absent key is inserted directly instead
-    of through get_or_create's SELECT and savepoint. The unique index still guards it.
-    """
-    policy = policy_for(action)
-    key = Operation.make_key(enquiry.pk, action, revision)
-    if detail:
-        key = f"{enquiry.pk}:{action}:{detail}:r{revision}"
-    defaults = {
-        "enquiry": enquiry,
-        "action": action,
-        "revision": revision,
-        "payload": payload,
-        "payload_hash": payload_hash(payload),
-        "integration": integration(policy.integration) if policy.integration else None,
-    }
-    if known_keys is not None and key not in known_keys:
-        op, created = Operation.objects.create(idempotency_key=key, **defaults), True
-    else:
-        op, created = Operation.objects.get_or_create(idempotency_key=key, defaults=defaults)
+    enqueued at once. Returns (operation, created)."""
+    key = _operation_key(enquiry, action, revision, detail)
+    defaults = _operation_fields(enquiry, action, payload, revision)
+    op, created = Operation.objects.get_or_create(idempotency_key=key, defaults=defaults)
     if created:
-        journal.record(
-            op,
-            "ledger.operation.proposed",
-            actor=actor,
-            reason=reason or f"{action} for revision {revision}",
-            evidence={"idempotency_key": key, "payload_hash": op.payload_hash},
-            to_state=Op.PROPOSED,
-        )
+        _journal_proposed(op, actor=actor, reason=reason)
     if approve and op.state == Op.PROPOSED:
         _approve(op, actor=actor, reason=reason or "approved by policy (no review needed)")
     return op, created
 
 
-def _approve(op, *, actor, reason):
+def _approve(op, *, actor, reason, save=True):
+    """Approve ``op`` and enqueue it (or hold it: its integration is paused). ``save=False``:
+    the caller inserts the new row itself (the receipt's bulk insert)."""
     op.approve(actor=actor, reason=reason, evidence={"payload_hash": op.payload_hash})
     if op.integration is not None and op.integration.paused:
         op.held = True
     if not op.held:
         # The task row and this save are one transaction; the save records task_enqueued_at.
         enqueue(op, EXECUTE, save=False)
-    op.save()
+    if save:
+        op.save()
     if op.held:
         journal.record(
             op, "ledger.operation.held", actor=actor, reason=f"{op.integration} is paused"
@@ -197,52 +210,89 @@ def acknowledgement_payload(enquiry) -> dict:
 # --- intake's signals ---------------------------------------------------------------------------
 
 
-def propose_receipt_work(enquiry, *, actor=LEDGER):
+def _receipt_specs(enquiry, documents):
+    """(action, payload, revision, detail, reason) for each piece of receipt work."""
+    revision = enquiry.current_revision
+    specs = [("suggest.category", {}, revision, "", "")]
+    for document in documents:
+        specs.append(
+            (
+                "documents.extract",
+                {"document_id": document.document_id, "version": document.version},
+                revision,
+                f"{document.document_id}@v{document.version}",
+                "",
+            )
+        )
+    if enquiry.email:
+        specs.append(
+            (
+                "notify.send",
+                acknowledgement_payload(enquiry),
+                1,
+                ACKNOWLEDGEMENT_TEMPLATE,
+                "acknowledge receipt",
+            )
+        )
+    return specs
+
+
+def propose_receipt_work(enquiry, *, actor=LEDGER, new=False, documents=None):
     """At receipt: the suggestion, one extraction per attached document, the acknowledgement.
 
     All system-approved and enqueued in intake's transaction; none runs inside the request.
+
+    ``new=True`` (intake's receipt, with the ``documents`` it just stored): the enquiry was
+    created in this transaction and holds no operation yet, so every proposal is a new row.
+    The rows are the ones propose() writes (each operation proposed, then approved through
+    its transition, journalled and enqueued), inserted in one statement per table instead
+    of one per row: the receipt is intake's hot path (docs/benchmarks.md). Otherwise the keys
+    the enquiry already holds are read first and an existing operation is returned as it is.
     """
-    ops = []
-    revision = enquiry.current_revision
-    # One read of the keys this enquiry already holds (none, for a new one) serves every
-    # proposal below.
-    known = set(Operation.objects.filter(enquiry=enquiry).values_list("idempotency_key", flat=True))
-    op, _ = propose(
-        enquiry,
-        "suggest.category",
-        {},
-        revision=revision,
-        actor=actor,
-        approve=True,
-        known_keys=known,
+    if documents is None or not new:
+        documents = _attached_documents(enquiry)
+    specs = _receipt_specs(enquiry, documents)
+    known = (
+        set()
+        if new
+        else set(
+            Operation.objects.filter(enquiry=enquiry).values_list("idempotency_key", flat=True)
+        )
     )
-    ops.append(op)
-    for document in _attached_documents(enquiry):
-        payload = {"document_id": document.document_id, "version": document.version}
-        op, _ = propose(
-            enquiry,
-            "documents.extract",
-            payload,
-            revision=revision,
-            detail=f"{document.document_id}@v{document.version}",
-            actor=actor,
-            approve=True,
-            known_keys=known,
-        )
-        ops.append(op)
-    if enquiry.email:
-        op, _ = propose(
-            enquiry,
-            "notify.send",
-            acknowledgement_payload(enquiry),
-            revision=1,
-            detail=ACKNOWLEDGEMENT_TEMPLATE,
-            actor=actor,
-            approve=True,
-            reason="acknowledge receipt",
-            known_keys=known,
-        )
-        ops.append(op)
+    names = {policy_for(spec[0]).integration for spec in specs} - {None, ""}
+    integrations = Integration.objects.in_bulk(names, field_name="name") if names else {}
+    ops, fresh = [], []
+    with journal.deferred(), batched():
+        for action, payload, revision, detail, reason in specs:
+            key = _operation_key(enquiry, action, revision, detail)
+            if key in known:
+                op, _ = propose(
+                    enquiry,
+                    action,
+                    payload,
+                    revision=revision,
+                    detail=detail,
+                    actor=actor,
+                    approve=True,
+                    reason=reason,
+                )
+            else:
+                fields = _operation_fields(enquiry, action, payload, revision, integrations)
+                op = Operation(idempotency_key=key, **fields)
+                _journal_proposed(op, actor=actor, reason=reason)
+                _approve(
+                    op,
+                    actor=actor,
+                    reason=reason or "approved by policy (no review needed)",
+                    save=False,
+                )
+                fresh.append(op)
+            ops.append(op)
+        # Inside the block: the operations go in before their journal and task rows.
+        Operation.objects.bulk_create(fresh)
+    for op in fresh:
+        # As save() does: the row now holds "approved", the state a later save() checks for.
+        op._update_initial_state()
     return ops
 
 

@@ -111,3 +111,34 @@ def test_database_trigger_refuses_update_delete_truncate(statement):
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
             raw.execute(statement)
         assert raw.execute("SELECT count(*) FROM ledger_journalentry").fetchone()[0] == 1
+
+
+def test_deferred_rows_are_inserted_together_at_the_end_in_order(enquiry):
+    from ledger import journal
+
+    with transaction.atomic(), journal.deferred():
+        first = journal.record(enquiry, "test.first", actor="system:test")
+        with journal.deferred():  # nested: the outer block writes
+            second = journal.record(enquiry, "test.second", actor="system:test")
+        assert JournalEntry.objects.filter(subject_id=str(enquiry.pk)).count() == 0
+        assert first.pk is None and second.pk is None
+    rows = list(JournalEntry.objects.filter(subject_id=str(enquiry.pk)))
+    assert [r.action for r in rows] == ["test.first", "test.second"]
+    assert rows[0].at <= rows[1].at and rows[0].pk < rows[1].pk
+
+
+def test_deferred_rows_are_discarded_with_an_exception(enquiry):
+    from ledger import journal
+
+    with pytest.raises(ZeroDivisionError), transaction.atomic(), journal.deferred():
+        journal.record(enquiry, "test.first", actor="system:test")
+        1 / 0  # noqa: B018
+    assert JournalEntry.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deferred_outside_a_transaction_is_refused():
+    from ledger import journal
+
+    with pytest.raises(RuntimeError, match="inside transaction"), journal.deferred():
+        pass

@@ -87,6 +87,80 @@ def test_receipt_work_proposed_twice_makes_nothing_new(make_enquiry, integration
     ) == counts
 
 
+def _receipt_rows(enquiry):
+    """What receipt work left behind, with the enquiry's own IDs taken out."""
+    ops = Operation.objects.filter(enquiry=enquiry).order_by("action", "idempotency_key")
+    ids = {str(op.pk): f"{op.action}#{i}" for i, op in enumerate(ops)}
+    operations = [
+        (
+            op.action,
+            op.state,
+            op.revision,
+            op.idempotency_key.replace(str(enquiry.pk), "E"),
+            op.integration_id,
+            op.held,
+            op.task_enqueued_at is not None,
+        )
+        for op in ops
+    ]
+    journal = [
+        (ids[row.subject_id], row.action, row.from_state, row.to_state, row.actor, row.reason)
+        for row in JournalEntry.objects.filter(subject_type="ledger.operation", enquiry=enquiry)
+    ]
+    live = live_tasks()
+    tasks = sorted((ids[op_id], sorted(funcs)) for op_id, funcs in live.items() if op_id in ids)
+    return operations, journal, tasks
+
+
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "notify-paused"])
+def test_receipt_bulk_insert_writes_what_propose_writes_one_by_one(
+    make_enquiry, integrations, paused
+):
+    # The receipt inserts its operations, journal rows and task rows one statement per table;
+    # the rows must be exactly those the general propose() path writes, row by row.
+    if paused:
+        integrations["notify"].paused = True
+        integrations["notify"].save()
+    bulk, single = make_enquiry(), make_enquiry()
+    for enquiry in (bulk, single):
+        Document.objects.create(enquiry=enquiry, document_id="lease", version="2")
+    with transaction.atomic():
+        documents = list(Document.objects.filter(enquiry=bulk))
+        services.propose_receipt_work(bulk, new=True, documents=documents)
+    with transaction.atomic():
+        for action, payload, revision, detail, reason in services._receipt_specs(
+            single, list(Document.objects.filter(enquiry=single))
+        ):
+            services.propose(
+                single,
+                action,
+                payload,
+                revision=revision,
+                detail=detail,
+                actor=services.LEDGER,
+                approve=True,
+                reason=reason,
+            )
+    bulk_rows, single_rows = _receipt_rows(bulk), _receipt_rows(single)
+    assert bulk_rows == single_rows
+    operations, journal, tasks = bulk_rows
+    assert len(operations) == 3 and len(journal) == (7 if paused else 6)
+    assert len(tasks) == (2 if paused else 3)
+
+
+def test_receipt_bulk_insert_rolls_back_whole(make_enquiry, integrations):
+    enquiry = make_enquiry()
+    counts = (Operation.objects.count(), OrmQ.objects.count(), JournalEntry.objects.count())
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        services.propose_receipt_work(enquiry, new=True, documents=[])
+        1 / 0  # noqa: B018
+    assert (
+        Operation.objects.count(),
+        OrmQ.objects.count(),
+        JournalEntry.objects.count(),
+    ) == counts
+
+
 def test_receipt_work_runs_in_workers(make_enquiry, integrations, sandbox, run_queue):
     enquiry = make_enquiry()
     with transaction.atomic():
