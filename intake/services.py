@@ -13,7 +13,7 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
@@ -88,34 +88,55 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
         return _error(401, "Signature refused (webhook-id is too long or malformed).")
     digest = hashlib.sha256(body).hexdigest()
 
-    # Only the key: the stored body can be 64 KB and _repeat reads the row again under a lock.
-    existing = _event_pk(source, event_id)
-    if existing is not None:
-        # A repeat outranks validation: a sender re-delivering a stored event gets its answer.
-        return _repeat(existing, digest, text)
-
     payload, errors = validate_payload(data)
     if errors:
+        # A repeat outranks validation: a sender re-delivering a stored event gets its answer.
+        if _event_exists(source, event_id):
+            return _repeat(source, event_id, digest, text)
         return IntakeResult(422, {"errors": errors})
 
-    try:
-        with transaction.atomic():
-            return _store(source, event_id, text, digest, payload, now)
-    except IntegrityError:
-        # Another request stored the same (source, event_id) between our read and our insert;
-        # its transaction has committed (the unique index made us wait for it), so read it.
-        existing = _event_pk(source, event_id)
-        if existing is None:
-            raise
-        return _repeat(existing, digest, text)
+    with transaction.atomic():
+        stored = _store(source, event_id, text, digest, payload, now)
+    if stored is None:
+        # Stored before (or by a twin that committed while we waited on the unique index).
+        return _repeat(source, event_id, digest, text)
+    return stored
 
 
-def _event_pk(source, event_id):
-    return (
-        IntakeEvent.objects.filter(source=source, event_id=event_id)
-        .values_list("pk", flat=True)
-        .first()
+def _event_exists(source, event_id) -> bool:
+    return IntakeEvent.objects.filter(source=source, event_id=event_id).exists()
+
+
+# The event row goes in first, and only if its identity is new: ON CONFLICT DO NOTHING makes a
+# repeat cost no error (nor an error line in PostgreSQL's log), and a twin still in flight makes
+# this statement wait for the twin's commit, then insert nothing. Its enquiry is inserted next
+# in the same transaction (the foreign key is checked at commit).
+_INSERT_EVENT_SQL = (
+    "INSERT INTO intake_intakeevent (source, event_id, received_at, last_delivery_at, body, "
+    "body_sha256, enquiry_id, deliveries) VALUES (%s, %s, %s, %s, %s, %s, %s, 1) "
+    "ON CONFLICT (source, event_id) DO NOTHING RETURNING id"
+)
+
+
+def _insert_event(source, event_id, text, digest, enquiry, now) -> IntakeEvent | None:
+    """The new event row, or None when (source, event_id) is already stored."""
+    with connection.cursor() as cursor:
+        cursor.execute(_INSERT_EVENT_SQL, [source, event_id, now, now, text, digest, enquiry.pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    event = IntakeEvent(
+        id=row[0],
+        source=source,
+        event_id=event_id,
+        received_at=now,
+        last_delivery_at=now,
+        body=text,
+        body_sha256=digest,
+        enquiry=enquiry,
     )
+    event._state.adding = False
+    return event
 
 
 def _header(headers, name):
@@ -141,7 +162,8 @@ def _accepted_body(enquiry: Enquiry, *, duplicate: bool) -> dict:
     return {"reference": enquiry.reference, "status": "received", "duplicate": duplicate}
 
 
-def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
+def _store(source, event_id, text, digest, payload, now) -> IntakeResult | None:
+    """Store a new event and its enquiry; None (and nothing written) if the event is stored."""
     enquiry = Enquiry(
         source=source,
         workflow_version=settings.WORKFLOW_VERSION,
@@ -156,6 +178,9 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
         created_at=now,
         state_changed_at=now,
     )
+    event = _insert_event(source, event_id, text, digest, enquiry, now)
+    if event is None:
+        return None
     # Received and validated in this one transaction: the transition runs before the first
     # save, so the row is inserted once, already validated (its journal row says
     # received -> validated), instead of inserted and then updated.
@@ -165,17 +190,6 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
         evidence={"event": f"{source}/{event_id}", "body_sha256": digest},
     )
     enquiry.save(force_insert=True)
-    # A concurrent twin blocks here on the unique index until the first commits, then fails
-    # with IntegrityError: its whole transaction (this enquiry too) rolls back.
-    event = IntakeEvent.objects.create(
-        source=source,
-        event_id=event_id,
-        received_at=now,
-        last_delivery_at=now,
-        body=text,
-        body_sha256=digest,
-        enquiry=enquiry,
-    )
     Revision.objects.create(
         enquiry=enquiry, number=1, fields=payload.revision_fields(), origin="intake", created_at=now
     )
@@ -183,18 +197,16 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult:
         Document(enquiry=enquiry, document_id=d["id"], version=d["version"])
         for d in payload.documents
     )
-    signals.enquiry_received.send(
-        sender=Enquiry, enquiry=enquiry, event=event, documents=documents
-    )
+    signals.enquiry_received.send(sender=Enquiry, enquiry=enquiry, event=event, documents=documents)
     return IntakeResult(202, _accepted_body(enquiry, duplicate=False))
 
 
-def _repeat(event_pk, digest, text) -> IntakeResult:
+def _repeat(source, event_id, digest, text) -> IntakeResult:
     with transaction.atomic():
         event = (
             IntakeEvent.objects.select_for_update(of=("self",))
             .select_related("enquiry")
-            .get(pk=event_pk)
+            .get(source=source, event_id=event_id)
         )
         if event.body_sha256 != digest:
             conflict = EventConflict.objects.create(event=event, body_sha256=digest, body=text)
