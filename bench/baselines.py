@@ -12,14 +12,20 @@ import psycopg
 import requests
 
 
-def raw_postgres_inserts(url: str, rows: int, clients: int = 8) -> dict:
-    """Rows written per second, one INSERT + COMMIT each, like an intake that stores an event."""
+def raw_table(url: str) -> None:
+    """The baseline's table (the framework ceiling in bench/ceiling writes to it too)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, source text, "
             "event_id text, body text, received_at timestamptz DEFAULT now(), "
             "UNIQUE (source, event_id))"
         )
+
+
+def raw_postgres_inserts(url: str, rows: int, clients: int = 8) -> dict:
+    """Rows written per second, one INSERT + COMMIT each, like an intake that stores an event."""
+    raw_table(url)
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE bench_raw")
     per_client = rows // clients
     body = '{"name": "Bench", "message": "' + "x" * 200 + '"}'

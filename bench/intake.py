@@ -142,14 +142,16 @@ def send_all(port: int, requests, senders: int) -> dict:
     }
 
 
-def gunicorn_command(port: int, workers: int, threads: int) -> list[str]:
+def gunicorn_command(
+    port: int, workers: int, threads: int, app: str = "config.wsgi:application"
+) -> list[str]:
     import sys
 
     return [
         sys.executable,
         "-m",
         "gunicorn",
-        "config.wsgi:application",
+        app,
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
@@ -168,15 +170,24 @@ def gunicorn_command(port: int, workers: int, threads: int) -> list[str]:
 def measure(db_url: str, args, log_dir) -> dict:
     from intake.models import Enquiry, IntakeEvent
 
-    port = free_port()
+    port, ceiling_port = free_port(), free_port()
     env = child_env(db_url)
     runs = []
     cmd = gunicorn_command(port, args.web_workers, args.web_threads)
-    with process(cmd, env=env, log=log_dir / "gunicorn.log"):
+    ceiling_cmd = gunicorn_command(
+        ceiling_port, args.web_workers, args.web_threads, app="bench.ceiling.wsgi:application"
+    )
+    baselines.raw_table(db_url)
+    with (
+        process(cmd, env=env, log=log_dir / "gunicorn.log"),
+        process(ceiling_cmd, env=env, log=log_dir / "gunicorn-ceiling.log"),
+    ):
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
+        wait_for_http(f"http://127.0.0.1:{ceiling_port}/intake/events/{BENCH_SOURCE}/", timeout=60)
         # Warm every worker's connection and imports before timing anything.
         warm = make_events(args.senders * args.web_workers * 4, 0.0, seed=0)
         send_all(port, warm, args.senders)
+        send_all(ceiling_port, warm, args.senders)
         for run in range(args.runs):
             events_before = IntakeEvent.objects.count()
             requests = make_events(args.events, args.duplicate_rate, seed=run + 1)
@@ -186,6 +197,8 @@ def measure(db_url: str, args, log_dir) -> dict:
             baseline = baselines.raw_postgres_inserts(
                 db_url, rows=len(requests), clients=args.senders
             )
+            # The same requests to a view that writes one row: the framework's ceiling.
+            ceiling = send_all(ceiling_port, requests, args.senders)
             runs.append(
                 {
                     **measured,
@@ -193,18 +206,32 @@ def measure(db_url: str, args, log_dir) -> dict:
                     "stored_events": stored,
                     "baseline_per_s": round(baseline["per_s"], 1),
                     "ratio": ratio(measured["events_per_s"], baseline["per_s"]),
+                    "ceiling_per_s": ceiling["events_per_s"],
+                    "ceiling_p99_ms": ceiling["p99_ms"],
+                    "ceiling_errors": ceiling["error_count"]
+                    + sum(n for code, n in ceiling["statuses"].items() if code != "202"),
                 }
             )
     enquiries = Enquiry.objects.count()
     events = IntakeEvent.objects.count()
     per_s = median([r["events_per_s"] for r in runs])
     base = median([r["baseline_per_s"] for r in runs])
+    ceiling = median([r["ceiling_per_s"] for r in runs])
     return {
         "events_per_s": round(per_s, 1),
         "baseline_per_s": round(base, 1),
         "ratio": ratio(per_s, base),
         "p50_ms": round(median([r["p50_ms"] for r in runs]), 2),
         "p99_ms": round(median([r["p99_ms"] for r in runs]), 2),
+        # gunicorn + Django answering the same requests with one INSERT each (bench/ceiling):
+        # the most any Django intake could do here; its ratio to raw PostgreSQL bounds ours.
+        "framework_ceiling": {
+            "per_s": round(ceiling, 1),
+            "ratio_to_baseline": ratio(ceiling, base),
+            "p99_ms": round(median([r["ceiling_p99_ms"] for r in runs]), 2),
+            "errors": sum(r["ceiling_errors"] for r in runs),
+            "intake_share": ratio(per_s, ceiling),
+        },
         "requests_per_run": runs[0]["requests"] if runs else 0,
         "duplicate_rate": args.duplicate_rate,
         "senders": args.senders,

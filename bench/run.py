@@ -83,6 +83,17 @@ def table(results: dict) -> str:
                 f"p50 {i['p50_ms']:.1f} ms, p99 {i['p99_ms']:.1f} ms",
             )
         )
+        c = i.get("framework_ceiling")
+        if c:
+            rows.append(
+                (
+                    "  framework ceiling/s",
+                    f"{c['per_s']:.0f}",
+                    f"{i['baseline_per_s']:.0f}",
+                    f"{c['ratio_to_baseline']:.2f}",
+                    f"one INSERT per request; intake is {c['intake_share']:.2f} of it",
+                )
+            )
     d = results.get("delivery")
     if d:
         rows.append(

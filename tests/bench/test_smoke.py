@@ -68,5 +68,8 @@ def test_quick_bench_writes_every_figure(tmp_path):
     for section, keys in KEYS.items():
         assert keys <= set(results[section]), (section, sorted(results[section]))
     assert results["delivery"]["duplicates"] == 0
+    # The framework ceiling answered every request (a 5xx there would make its figure a lie).
+    ceiling = results["intake"]["framework_ceiling"]
+    assert ceiling["errors"] == 0 and ceiling["per_s"] > 0
     assert results["queue_page"]["operations"] == 500
     assert "figure" in run.stdout  # the table was printed
