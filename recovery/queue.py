@@ -34,7 +34,9 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Cast, Coalesce
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from intake.models import Enquiry, EnquiryState
 from ledger.models import Attempt, Integration, Op, Operation
@@ -296,6 +298,16 @@ class Row:
     @property
     def queue_label(self) -> str:
         return Queue(self.queue).label
+
+    @cached_property
+    def url(self) -> str:
+        """The row's own page; its action links are this with ``?action=``. Reversed once per
+        row, not once per link (about 200 reverse() calls a page before)."""
+        if self.kind == KIND_OPERATION:
+            return reverse("recovery:operation", args=[self.obj.pk])
+        if self.kind == KIND_ENQUIRY:
+            return reverse("recovery:enquiry", args=[self.obj.reference])
+        return reverse("recovery:backlog", args=[self.obj.name])
 
 
 @dataclass
