@@ -85,6 +85,18 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
 
     class Meta:
         verbose_name_plural = "enquiries"
+        indexes = [
+            # The console's queue page (recovery.queue.groups): each enquiry queue is read
+            # oldest first with a LIMIT, and the stuck-submission pass reads only those older
+            # than a bound. Without it each read sorted every enquiry in that state.
+            models.Index(
+                fields=["state", "state_changed_at"],
+                name="enquiry_queue",
+                condition=models.Q(
+                    state__in=["needs_information", "submission_unknown", "ready_for_review"]
+                ),
+            ),
+        ]
         permissions = [
             ("review_enquiry", "Can review enquiries: edit, request information, reject"),
             ("approve_revision", "Can approve a revision for delivery"),

@@ -34,7 +34,8 @@ def deferred():
     more): the same rows, in the same order (``at`` is stamped when each is recorded), one
     round trip instead of one each. Use it inside the transaction: the rows commit or roll
     back with it, and an exception in the block discards them with everything else. Nested
-    blocks leave the writing to the outermost.
+    blocks leave the writing to the outermost. Not for a block that rolls back a savepoint
+    and carries on: rows recorded inside that savepoint would still be written at the end.
     """
     if _pending.get() is not None:
         yield
