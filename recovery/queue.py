@@ -5,9 +5,9 @@ since, owner, integration, customer-affecting, response due, overdue): the union
 sliced in PostgreSQL, so a page costs the same whatever the queue's length. The rows of the page
 are then fetched in one query per kind (never one per row).
 
-Indexes: operations come through ledger's partial index ``operation_open`` (state in
-approved/submitted/failed/unknown, with state_changed_at); enquiries through the index on
-``intake_enquiry.state``; integrations are a handful of rows.
+Indexes: operations come through ledger's partial index ``operation_queue`` (state in
+unknown/failed, integration, state_changed_at); enquiries through intake's partial index
+``enquiry_queue`` (state, state_changed_at); integrations are a handful of rows.
 """
 
 from __future__ import annotations
