@@ -180,15 +180,10 @@ def close_django_connections() -> None:
 
 
 def wait_until(predicate, *, timeout: float, interval: float = 0.02, what: str = "condition"):
-    """Poll ``predicate`` until it is truthy; a bounded wait with a clear failure message."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not reached within {timeout:g}s (last: {value!r})")
-        time.sleep(interval)
+    """Poll ``predicate`` until it is truthy (config.waiting); RuntimeError after ``timeout``."""
+    from config.waiting import wait_until as poll
+
+    return poll(predicate, timeout=timeout, interval=interval, what=what)
 
 
 def machine() -> dict:

@@ -1,7 +1,8 @@
 import os
-import time
 
 import pytest
+
+from config.waiting import wait_until
 
 
 @pytest.fixture(scope="session")
@@ -42,14 +43,15 @@ def make_user(db, roles, django_user_model):
 
 def wait_for_condition(predicate, *, timeout=30.0, interval=0.05, message="condition"):
     """Poll ``predicate()`` until it is truthy and return it; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{message}: not met within {timeout:g}s (last value {value!r})")
-        time.sleep(interval)
+    try:
+        return wait_until(predicate, timeout=timeout, interval=interval, what=message, error=_Late)
+    except _Late as late:
+        failure = str(late)
+    pytest.fail(failure)
+
+
+class _Late(Exception):
+    pass
 
 
 @pytest.fixture

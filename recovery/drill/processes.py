@@ -90,11 +90,13 @@ class Child:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
-    def log(self, tail: int = 3000) -> str:
+    def log(self, tail: int | None = 3000) -> str:
+        """The end of the child's output (all of it with ``tail=None``)."""
         try:
-            return self.log_path.read_text(errors="replace")[-tail:]
+            text = self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+        return text if tail is None else text[-tail:]
 
     def wait_exit(self, timeout: float) -> int | None:
         if self.process is None:

@@ -37,6 +37,7 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.utils import timezone
 
+from config.waiting import wait_until
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
@@ -342,14 +343,7 @@ class Drill:
     # --- waiting and reading ------------------------------------------------------------------
 
     def wait(self, predicate, what: str, timeout: float = WAIT_SECONDS):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise CaseFailed(f"{what}: not within {timeout:g}s (last seen: {value!r})")
-            time.sleep(0.05)
+        return wait_until(predicate, timeout=timeout, what=what, error=CaseFailed)
 
     def wait_enquiry(self, enquiry, *states, timeout=WAIT_SECONDS) -> Enquiry:
         def reached():

@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
+from recovery.drill.processes import Child
 from sandbox.testing import SandboxProcess
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -177,75 +176,26 @@ def child_database_url() -> str:
     return connection_url(connection.settings_dict)
 
 
-class ClusterProcess:
+class ClusterProcess(Child):
     """``python manage.py qcluster`` on the test database, in its own session (a failpoint
-    kills the whole group, as a crash of the machine would)."""
+    kills the whole group, as a crash of the machine would): the drill's child process, with
+    the whole log by default and a test failure when it does not exit."""
 
     def __init__(self, log_path: Path, env: dict[str, str], skip_checks=False):
-        self.log_path = log_path
-        self.env = env
-        self.skip_checks = skip_checks
-        self.process: subprocess.Popen | None = None
-
-    def start(self):
         command = [sys.executable, "manage.py", "qcluster"]
-        if self.skip_checks:
+        if skip_checks:
             command.append("--skip-checks")
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=PROJECT_ROOT,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return self
+        super().__init__("cluster", command, env, log_path)
 
-    @property
-    def running(self):
-        return self.process is not None and self.process.poll() is None
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+    def log(self, tail: int | None = None) -> str:
+        return super().log(tail)
 
     def wait_exit(self, timeout=60.0) -> int:
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        code = super().wait_exit(timeout)
+        if code is None:
             self.kill()
-            pytest.fail(f"cluster did not exit within {timeout:g}s; log:\n{self.log()[-3000:]}")
-
-    def kill(self):
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
-
-    def stop(self, timeout=5.0):
-        """SIGTERM to the cluster's main process (it stops its children), then the group goes."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        # Whatever did not stop in time (a worker mid-task) goes too.
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
+            pytest.fail(f"cluster did not exit within {timeout:g}s; log:\n{self.log(3000)}")
+        return code
 
 
 @pytest.fixture
