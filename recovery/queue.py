@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import (
     Case,
     CharField,
@@ -374,158 +375,251 @@ COUNT_CAP = 10_000
 CUSTOMER_FLAGS: dict[str | None, set[bool]] = {}
 for _action, _policy in POLICIES.items():
     CUSTOMER_FLAGS.setdefault(_policy.integration, set()).add(_action in CUSTOMER_AFFECTING_ACTIONS)
-BY_AGE = ("q_since", "q_key")
+# A group's own order: its index's, oldest first (the queue's order within one policy).
+BY_AGE_SQL = "q_since, q_key"
+# The queue's order, as SQL (ORDERING's).
+ORDERING_SQL = "q_overdue DESC, q_customer DESC, q_since ASC, q_key ASC"
+
+
+@dataclass
+class Group:
+    """One branch of the page's UNION, written out: ``columns`` are the union's (in COLUMNS'
+    order), read ``FROM`` one table ``WHERE`` the group's rows are. ``order``: the group's own
+    order, read from its index oldest first with a LIMIT (None: a few rows, read whole).
+    ``late``: read in the second pass, only as far back as ``since_before`` (see page())."""
+
+    columns: str
+    column_params: list
+    table: str
+    where: str
+    where_params: list
+    order: str | None = BY_AGE_SQL
+    late: bool = False
+    since: str = "state_changed_at"
+
+    def sql(self, *, limit=None, since_before=None) -> tuple[str, list]:
+        where, params = self.where, [*self.column_params, *self.where_params]
+        if since_before is not None:
+            where += f" AND {self.since} <= %s"
+            params.append(since_before)
+        sql = f"SELECT {self.columns} FROM {self.table} WHERE {where}"
+        if limit is not None and self.order:
+            sql += f" ORDER BY {self.order} LIMIT %s"
+            params.append(limit)
+        return sql, params
+
+    def count_sql(self) -> tuple[str, list]:
+        return f"SELECT 1 FROM {self.table} WHERE {self.where}", list(self.where_params)
 
 
 def _group(
-    qs, *, kind, key, queue, integration_id, integration_name, customer, filters, now, policies
+    *,
+    kind,
+    key,
+    queue,
+    table,
+    where,
+    params,
+    integration_id,
+    integration_name,
+    customer,
+    filters,
+    now,
+    policies,
+    since="state_changed_at",
+    order=BY_AGE_SQL,
+    late=False,
 ):
-    """One group of rows under one policy, shaped as the union's columns, or None (filtered out).
+    """One group of rows under one policy, written as SQL, or None (filtered out).
 
     Within a group the response period is one constant, so due = since + period and the
     overdue rows are exactly the oldest: the group's own order (oldest first) agrees with the
     queue's order, and its first N rows are all the queue's first N can need from it.
+
+    ``customer`` is 0, 1, or a SQL expression over the row (with ``params`` of its own).
     """
     if filters.queue and filters.queue != queue:
         return None
     if filters.integration and filters.integration != integration_name:
         return None
+    where, params = [where], list(params)
     period = policies.value(queue, integration_id, "response_period")
     if filters.overdue:
         if period is None:
             return None
-        qs = qs.filter(state_changed_at__lt=now - period)
-    if period is None:
-        due = Cast(Value(None), output_field=DateTimeField())
-        overdue = Value(0, output_field=IntegerField())
-    else:
-        due = ExpressionWrapper(
-            F("state_changed_at") + Value(period, output_field=DurationField()),
-            output_field=DateTimeField(),
-        )
-        overdue = Case(
-            When(state_changed_at__lt=now - period, then=Value(1)),
-            default=Value(0),
-            output_field=IntegerField(),
-        )
+        where.append(f"{since} < %s")
+        params.append(now - period)
     policy_owner = policies.value(queue, integration_id, "owner_id")
-    qs = qs.annotate(
-        q_kind=Value(kind, output_field=CharField()),
-        q_key=Cast(key, output_field=CharField()),
-        q_queue=Value(queue, output_field=CharField()),
-        q_since=F("state_changed_at"),
-        q_owner=Coalesce(
-            F("owner_id"),
-            Cast(Value(policy_owner), output_field=IntegerField()),
-            output_field=IntegerField(),
-        ),
-        q_integration=Cast(Value(integration_name), output_field=CharField()),
-        q_customer=Value(customer, output_field=IntegerField())
-        if isinstance(customer, int)
-        else customer,
-        q_due=due,
-        q_overdue=overdue,
-    )
-    return _owner_filters(qs, filters)
-
-
-def _owner_filters(qs, filters: Filters):
+    owner = f"COALESCE(owner_id, {_int(policy_owner)})"
     if filters.mine:
-        qs = qs.filter(q_owner=filters.user_id)
+        where.append(f"{owner} = {_int(filters.user_id)}")
     if filters.owner == "none":
-        qs = qs.filter(q_owner__isnull=True)
+        where.append(f"{owner} IS NULL")
     elif filters.owner:
-        qs = qs.filter(q_owner=int(filters.owner))
-    return qs
+        where.append(f"{owner} = {_int(int(filters.owner))}")
+    column_params = [kind, queue, integration_name]
+    if isinstance(customer, int):
+        customer_sql = str(customer)
+    else:
+        customer_sql, customer_params = customer
+        column_params += customer_params
+    if period is None:
+        due, overdue = "NULL::timestamptz", "0"
+    else:
+        due, overdue = f"{since} + %s", f"CASE WHEN {since} < %s THEN 1 ELSE 0 END"
+        column_params += [period, now - period]
+    columns = (
+        f"%s::varchar AS q_kind, ({key})::varchar AS q_key, %s::varchar AS q_queue, "
+        f"{since} AS q_since, {owner} AS q_owner, %s::varchar AS q_integration, "
+        f"{customer_sql} AS q_customer, {due} AS q_due, {overdue} AS q_overdue"
+    )
+    return Group(
+        columns=columns,
+        column_params=column_params,
+        table=table,
+        where=" AND ".join(where),
+        where_params=params,
+        order=order,
+        late=late,
+        since=since,
+    )
 
 
-def groups(filters: Filters, now: datetime, policies: Policies, integrations) -> list:
-    """(queryset, its order) per group of the queue that the filters leave: the page's branches.
+def _timestamp(value: datetime) -> str:
+    """A datetime of ours written into the SQL (the page's ``now``)."""
+    return f"'{value.isoformat()}'::timestamptz"
+
+
+def _int(value) -> str:
+    """An integer (or NULL) written into the SQL: IDs only, never text from a request."""
+    return "NULL::integer" if value is None else str(int(value))
+
+
+def groups(filters: Filters, now: datetime, policies: Policies, integrations) -> list[Group]:
+    """The page's branches: one Group per group of the queue that the filters leave.
 
     Operations: one group per state and integration (``integrations``: (pk, name) of every
     row, plus None), read through the partial index ``operation_queue`` (state, integration,
     state_changed_at) oldest first; split in two by ``action`` where the integration carries
-    both customer-affecting and internal actions. Enquiries: one group per queue. Paused
-    integrations: one small group, ordered in full.
+    both customer-affecting and internal actions. Enquiries: one group per queue, read through
+    ``enquiry_queue``. Paused integrations: one group per integration (a primary-key read).
+
+    Written as SQL rather than built with the ORM: the page has a dozen or more of these, and
+    building and compiling them as querysets three times a page (count, first and second pass)
+    cost more than all of its queries (docs/benchmarks.md). ``sources()`` is the same queue as
+    querysets, and the tests hold the two to the same rows in the same order.
     """
     found = []
-
-    def add(qs, order=BY_AGE):
-        if qs is not None:
-            found.append((qs, order))
-
-    customer_op = Case(
-        When(action__in=CUSTOMER_AFFECTING_ACTIONS, then=Value(1)),
-        default=Value(0),
-        output_field=IntegerField(),
-    )
+    actions = tuple(sorted(CUSTOMER_AFFECTING_ACTIONS))
+    in_actions = "action IN (" + ", ".join(["%s"] * len(actions)) + ")"
+    customer_op = (f"CASE WHEN {in_actions} THEN 1 ELSE 0 END", list(actions))
     for state in (Op.UNKNOWN, Op.FAILED):
         for integration_id, name in [*integrations, (None, None)]:
-            rows = Operation.objects.filter(state=state, integration_id=integration_id)
             if integration_id is None:
-                rows = Operation.objects.filter(state=state, integration__isnull=True)
+                # IS NULL is no equality to PostgreSQL: ordered by the index's own columns,
+                # the integration-less group is still read from operation_queue, oldest first.
+                where, params, order = (
+                    "state = %s AND integration_id IS NULL",
+                    [state],
+                    ("integration_id, " + BY_AGE_SQL),
+                )
+            else:
+                where, params, order = (
+                    "state = %s AND integration_id = %s",
+                    [state, integration_id],
+                    BY_AGE_SQL,
+                )
             flags = CUSTOMER_FLAGS.get(name, set())
             if len(flags) == 1:
-                split = [(rows, customer_op)]
+                split = [(where, params, customer_op)]
             else:
                 split = [
-                    (rows.filter(action__in=CUSTOMER_AFFECTING_ACTIONS), 1),
-                    (rows.exclude(action__in=CUSTOMER_AFFECTING_ACTIONS), 0),
+                    (f"{where} AND {in_actions}", params + list(actions), 1),
+                    (f"{where} AND NOT {in_actions}", params + list(actions), 0),
                 ]
-            # IS NULL is no equality to PostgreSQL: ordered by the index's own columns, the
-            # integration-less group is still read from operation_queue, oldest first.
-            order = BY_AGE if integration_id is not None else ("integration_id", *BY_AGE)
-            for qs, customer in split:
-                add(
+            for part_where, part_params, customer in split:
+                found.append(
                     _group(
-                        qs,
                         kind=KIND_OPERATION,
-                        key=F("id"),
+                        key="id",
                         queue=state,
+                        table="ledger_operation",
+                        where=part_where,
+                        params=part_params,
                         integration_id=integration_id,
                         integration_name=name,
                         customer=customer,
                         filters=filters,
                         now=now,
                         policies=policies,
-                    ),
-                    order,
+                        order=order,
+                    )
                 )
     enquiry = {
         "kind": KIND_ENQUIRY,
-        "key": F("reference"),
+        "key": "reference",
+        "table": "intake_enquiry",
         "integration_id": None,
         "integration_name": None,
         "filters": filters,
         "now": now,
         "policies": policies,
     }
-    waiting = Enquiry.objects.filter(state=EnquiryState.NEEDS_INFORMATION)
-    add(_group(waiting, queue=Queue.NEEDS_INFORMATION, customer=0, **enquiry))
+    found.append(
+        _group(
+            queue=Queue.NEEDS_INFORMATION,
+            where="state = %s",
+            params=[EnquiryState.NEEDS_INFORMATION],
+            customer=0,
+            **enquiry,
+        )
+    )
     # An enquiry whose delivery operation is itself in the queue is that row, not a second one.
-    open_op = Operation.objects.filter(enquiry=OuterRef("pk"), state__in=[Op.UNKNOWN, Op.FAILED])
-    stuck = Enquiry.objects.filter(state=EnquiryState.SUBMISSION_UNKNOWN).exclude(Exists(open_op))
     # Most of these enquiries are excluded (their operation is the row), and finding the few
     # left means joining every one to the open operations: no order, no LIMIT (order None),
     # read in a second pass, only as far back as the rest of the page leaves room (page()).
-    add(_group(stuck, queue=Queue.SUBMISSION_UNKNOWN, customer=1, **enquiry), None)
-    unresolved = Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW, category__isnull=True)
-    add(_group(unresolved, queue=Queue.UNRESOLVED, customer=1, **enquiry))
-    if not filters.queue or filters.queue == Queue.PAUSED:
-        paused = sources(
-            Filters(
-                owner=filters.owner,
+    found.append(
+        _group(
+            queue=Queue.SUBMISSION_UNKNOWN,
+            where="state = %s AND NOT EXISTS (SELECT 1 FROM ledger_operation o WHERE "
+            "o.enquiry_id = intake_enquiry.id AND o.state IN (%s, %s))",
+            params=[EnquiryState.SUBMISSION_UNKNOWN, Op.UNKNOWN, Op.FAILED],
+            customer=1,
+            late=True,
+            **enquiry,
+        )
+    )
+    # Waiting for review with no category a person could accept: the suggester was unsure.
+    found.append(
+        _group(
+            queue=Queue.UNRESOLVED,
+            where="state = %s AND category_id IS NULL",
+            params=[EnquiryState.READY_FOR_REVIEW],
+            customer=1,
+            **enquiry,
+        )
+    )
+    for integration_id, name in integrations:
+        # A handful of rows, each under its own policy: one primary-key read each.
+        found.append(
+            _group(
+                kind=KIND_INTEGRATION,
+                key="name",
                 queue=Queue.PAUSED,
-                integration=filters.integration,
-                overdue=filters.overdue,
-                mine=filters.mine,
-                user_id=filters.user_id,
-            ),
-            now,
-            policies,
-        )[0]
-        add(paused, ORDERING)  # a handful of rows, each with its own policy: the full order
-    return [(qs.order_by().values(*COLUMNS), order) for qs, order in found]
+                table="ledger_integration",
+                where="id = %s AND (paused OR awaiting_backlog_review)",
+                params=[integration_id],
+                integration_id=integration_id,
+                integration_name=name,
+                customer=1,
+                filters=filters,
+                now=now,
+                policies=policies,
+                since=f"COALESCE(paused_at, {_timestamp(now)})",
+                order=None,
+            )
+        )
+    return [g for g in found if g is not None]
 
 
 def _late_bound(rows: list[dict], wanted: int, now: datetime, period):
@@ -548,9 +642,31 @@ def _late_bound(rows: list[dict], wanted: int, now: datetime, period):
     return None  # any customer-affecting row comes before an internal one that is not overdue
 
 
-def _merge(parts):
-    first, rest = parts[0], parts[1:]
-    return first.union(*rest, all=True) if rest else first
+def _union(parts: list[tuple[str, list]]) -> tuple[str, list]:
+    sql = " UNION ALL ".join(f"({part})" for part, _params in parts)
+    return sql, [p for _part, params in parts for p in params]
+
+
+def _count(parts: list[Group]) -> int:
+    """The queue's length under the filters, counted up to COUNT_CAP + 1."""
+    sql, params = _union([g.count_sql() for g in parts])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM ({sql} LIMIT %s) AS counted", [*params, COUNT_CAP + 1]
+        )
+        return cursor.fetchone()[0]
+
+
+def _fetch(parts: list[tuple[str, list]], start: int, end: int) -> list[dict]:
+    """Rows start..end of the union of ``parts`` in the queue's order, as dicts of COLUMNS."""
+    sql, params = _union(parts)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT * FROM ({sql}) AS queue ORDER BY {ORDERING_SQL} LIMIT %s OFFSET %s",
+            [*params, end - start, start],
+        )
+        names = [column.name for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SIZE) -> Page:
@@ -568,8 +684,7 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
     parts = groups(filters, now, policies, integrations)
     if not parts:
         return Page(rows=[], number=1, count=0, size=size)
-    counted = _merge([qs.values("q_kind") for qs, _order in parts])
-    count = counted[: COUNT_CAP + 1].count()
+    count = _count(parts)
     more = count > COUNT_CAP
     count = min(count, COUNT_CAP)
     if not more:
@@ -578,26 +693,18 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
     start = (number - 1) * size
     end = start + size + 1  # one more than the page: is there a next page?
 
-    def fetch(chosen):
-        if len(chosen) == 1:
-            qs, order = chosen[0]
-            return list(qs.order_by(*(order or ORDERING))[start:end])
-        limited = [qs.order_by(*order)[:end] if order else qs for qs, order in chosen]
-        return list(_merge(limited).order_by(*ORDERING)[start:end])
-
-    ordered = [(qs, order) for qs, order in parts if order]
-    late = [qs for qs, order in parts if not order]
-    raw = fetch(ordered) if ordered else []
+    ordered = [g for g in parts if not g.late]
+    late = [g for g in parts if g.late]
+    raw = _fetch([g.sql(limit=end) for g in ordered], start, end) if ordered else []
     if late:
         # First pass without the stuck enquiries; the row that closes it bounds how old one of
         # them must be to get onto the page, so the join reads only those.
         period = policies.value(Queue.SUBMISSION_UNKNOWN, None, "response_period")
         bound = _late_bound(raw, end - start, now, period) if ordered else None
-        if bound is False:
-            late = [qs.none() for qs in late]
-        elif bound is not None:
-            late = [qs.filter(q_since__lte=bound) for qs in late]
-        raw = fetch(ordered + [(qs, None) for qs in late])
+        chosen = [g.sql(limit=end) for g in ordered]
+        if bound is not False:
+            chosen += [g.sql(since_before=bound) for g in late]
+        raw = _fetch(chosen, start, end)
     further = len(raw) > size
     rows = [
         Row(
