@@ -47,30 +47,38 @@ def lease_seconds() -> float:
     return float(settings.Q_CLUSTER.get("timeout") or 60) + LEASE_GRACE_SECONDS
 
 
-# The enquiry that owns an operation, locked, in one statement. Written out rather than built
-# with the ORM: every claim and every outcome runs it, and compiling the equivalent queryset
-# (a Subquery) cost a quarter of lock_operation's CPU (docs/benchmarks.md).
+# The enquiry that owns an operation, locked, then the operation, locked. Each is one written-out
+# statement rather than a queryset: every claim and every outcome runs them, and compiling the
+# equivalent querysets (a Subquery; select_for_update with select_related and the ORDER BY of
+# first()) was the largest item in a worker's CPU profile (docs/benchmarks.md).
 _LOCK_ENQUIRY_SQL = (
     "SELECT * FROM intake_enquiry WHERE id = "
     "(SELECT enquiry_id FROM ledger_operation WHERE id = %s) FOR UPDATE"
 )
+_LOCK_OPERATION_SQL = "SELECT * FROM ledger_operation WHERE id = %s{conditions} FOR UPDATE{skip}"
 
 
 def lock_operation(op_id, *, skip_locked=False, **filters):
-    """Lock the enquiry, then the operation (the one lock order everywhere)."""
+    """Lock the enquiry, then the operation (the one lock order everywhere).
+
+    ``filters``: column = value conditions the operation must meet (``state=``, ``held=``);
+    with ``skip_locked`` an operation another transaction holds is passed over (None). The
+    integration is read when first used (the claim; not a success's outcome), unlocked.
+    """
     pk = Operation._meta.pk.to_python(op_id)  # a malformed ID fails as the ORM's would
     found = list(Enquiry.objects.raw(_LOCK_ENQUIRY_SQL, [pk]))
     if not found:
         return None, None
     enquiry = found[0]
-    op = (
-        Operation.objects.select_for_update(skip_locked=skip_locked, of=("self",))
-        .select_related("integration")
-        .filter(pk=pk, **filters)
-        .first()
+    conditions = "".join(f" AND {Operation._meta.get_field(name).column} = %s" for name in filters)
+    sql = _LOCK_OPERATION_SQL.format(
+        conditions=conditions, skip=" SKIP LOCKED" if skip_locked else ""
     )
-    if op is not None:
-        op.enquiry = enquiry
+    ops = list(Operation.objects.raw(sql, [pk, *filters.values()]))
+    if not ops:
+        return enquiry, None
+    op = ops[0]
+    op.enquiry = enquiry
     return enquiry, op
 
 
