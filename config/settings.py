@@ -183,6 +183,8 @@ FAILPOINTS = env_list("HANDOVER_FAILPOINTS", [])
 Q_CLUSTER = {
     "name": "handover",
     "orm": "default",
+    # django-q2's ORM broker with a one-statement dequeue (ledger.queueing.OrmBroker).
+    "broker_class": "ledger.queueing.OrmBroker",
     "workers": env_int("Q_WORKERS", 2, minimum=1),
     "timeout": env_int("Q_TIMEOUT", 60, minimum=1),
     "retry": env_int("Q_RETRY", 90, minimum=2),
@@ -195,6 +197,7 @@ Q_CLUSTER = {
 }
 if env_str("REDIS_URL", ""):
     Q_CLUSTER.pop("orm")
+    Q_CLUSTER.pop("broker_class")
     Q_CLUSTER["redis"] = env_str("REDIS_URL")
 
 LOGGING = {
