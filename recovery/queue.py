@@ -565,40 +565,34 @@ def groups(filters: Filters, now: datetime, policies: Policies, integrations) ->
         "now": now,
         "policies": policies,
     }
-    found.append(
-        _group(
-            queue=Queue.NEEDS_INFORMATION,
-            where="state = %s",
-            params=[EnquiryState.NEEDS_INFORMATION],
-            customer=0,
-            **enquiry,
-        )
-    )
-    # An enquiry whose delivery operation is itself in the queue is that row, not a second one.
-    # Most of these enquiries are excluded (their operation is the row), and finding the few
-    # left means joining every one to the open operations: no order, no LIMIT (order None),
-    # read in a second pass, only as far back as the rest of the page leaves room (page()).
-    found.append(
-        _group(
-            queue=Queue.SUBMISSION_UNKNOWN,
-            where="state = %s AND NOT EXISTS (SELECT 1 FROM ledger_operation o WHERE "
+    enquiry_groups = [
+        # (queue, conditions, their parameters, customer-affecting, read in the second pass)
+        (Queue.NEEDS_INFORMATION, "state = %s", [EnquiryState.NEEDS_INFORMATION], 0, False),
+        # An enquiry whose delivery operation is itself in the queue is that row, not a second
+        # one. Most of these enquiries are excluded (their operation is the row), and finding
+        # the few left means joining every one to the open operations: read late, in a second
+        # pass, only as far back as the rest of the page leaves room (page()).
+        (
+            Queue.SUBMISSION_UNKNOWN,
+            "state = %s AND NOT EXISTS (SELECT 1 FROM ledger_operation o WHERE "
             "o.enquiry_id = intake_enquiry.id AND o.state IN (%s, %s))",
-            params=[EnquiryState.SUBMISSION_UNKNOWN, Op.UNKNOWN, Op.FAILED],
-            customer=1,
-            late=True,
-            **enquiry,
+            [EnquiryState.SUBMISSION_UNKNOWN, Op.UNKNOWN, Op.FAILED],
+            1,
+            True,
+        ),
+        # Waiting for review with no category a person could accept: the suggester was unsure.
+        (
+            Queue.UNRESOLVED,
+            "state = %s AND category_id IS NULL",
+            [EnquiryState.READY_FOR_REVIEW],
+            1,
+            False,
+        ),
+    ]
+    for queue, where, params, customer, late in enquiry_groups:
+        found.append(
+            _group(queue=queue, where=where, params=params, customer=customer, late=late, **enquiry)
         )
-    )
-    # Waiting for review with no category a person could accept: the suggester was unsure.
-    found.append(
-        _group(
-            queue=Queue.UNRESOLVED,
-            where="state = %s AND category_id IS NULL",
-            params=[EnquiryState.READY_FOR_REVIEW],
-            customer=1,
-            **enquiry,
-        )
-    )
     for integration_id, name in integrations:
         # A handful of rows, each under its own policy: one primary-key read each.
         found.append(
