@@ -218,3 +218,62 @@ def postgres_info(url: str) -> dict:
             for name in ("shared_buffers", "synchronous_commit", "fsync", "work_mem")
         }
     return {"version": version, **settings}
+
+
+# --- CPU by process -----------------------------------------------------------------------------
+
+
+class CpuMeter:
+    """CPU seconds (user + system) that process trees spend during a block, by kind.
+
+    ``roots``: {kind: pid}; each root and every descendant alive at the start or the end counts
+    (a child that starts and exits in between is missed: none does in these sections).
+    ``bench`` is this process. On a shared machine the wall-clock figures move with the
+    neighbours; CPU per operation moves less, and says which process the time goes to.
+    """
+
+    def __init__(self, roots: dict[str, int]):
+        self.roots = roots
+
+    def _sample(self) -> dict[str, dict[int, float]]:
+        import psutil
+
+        sample: dict[str, dict[int, float]] = {"bench": {os.getpid(): time.process_time()}}
+        for kind, pid in self.roots.items():
+            times = sample.setdefault(kind, {})
+            with contextlib.suppress(psutil.NoSuchProcess):
+                root = psutil.Process(pid)
+                for proc in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        cpu = proc.cpu_times()
+                        times[proc.pid] = cpu.user + cpu.system
+        return sample
+
+    def __enter__(self):
+        self.before = self._sample()
+        return self
+
+    def __exit__(self, *exc):
+        after = self._sample()
+        self.seconds = {
+            kind: sum(t - self.before.get(kind, {}).get(pid, 0.0) for pid, t in times.items())
+            for kind, times in after.items()
+        }
+        return False
+
+    def ms_per(self, count: int) -> dict[str, float]:
+        return {kind: round(s * 1000 / count, 2) for kind, s in sorted(self.seconds.items())}
+
+
+def postmaster_pid(url: str) -> int | None:
+    """The PostgreSQL server's main process (the parent of this connection's backend), when it
+    runs on this machine and can be seen; None otherwise."""
+    import psutil
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    try:
+        parent = psutil.Process(backend).parent()
+    except psutil.Error:
+        return None
+    return parent.pid if parent is not None else None

@@ -15,7 +15,16 @@ import sys
 import time
 
 from bench import baselines, data
-from bench.common import child_env, free_port, median, process, ratio, wait_until
+from bench.common import (
+    CpuMeter,
+    child_env,
+    free_port,
+    median,
+    postmaster_pid,
+    process,
+    ratio,
+    wait_until,
+)
 
 
 def _sandbox_command(port: int, data_file) -> list[str]:
@@ -51,7 +60,7 @@ def _confirmed(prefix: str) -> int:
     ).count()
 
 
-def _deliver(count: int, prefix: str, reviewer, timeout: float) -> dict:
+def _deliver(count: int, prefix: str, reviewer, timeout: float, roots=None) -> dict:
     from django.db import transaction
 
     from ledger.services import approve_revision
@@ -62,22 +71,24 @@ def _deliver(count: int, prefix: str, reviewer, timeout: float) -> dict:
         for enquiry in rows:
             approve_revision(enquiry.pk, actor=reviewer, reason="benchmark")
     committed = time.perf_counter()
-    wait_until(
-        lambda: _confirmed(prefix) >= count,
-        timeout=timeout,
-        interval=0.05,
-        what=f"{count} deliveries ({prefix}) confirmed",
-    )
+    with CpuMeter(roots or {}) as cpu:
+        wait_until(
+            lambda: _confirmed(prefix) >= count,
+            timeout=timeout,
+            interval=0.05,
+            what=f"{count} deliveries ({prefix}) confirmed",
+        )
     elapsed = time.perf_counter() - committed
     return {
         "count": count,
         "seconds": round(elapsed, 3),
         "confirmed_per_s": round(count / elapsed, 1),
         "approvals_per_s": round(count / (committed - started), 1),
+        "cpu_ms_per_op": cpu.ms_per(count),
     }
 
 
-def _reconcile(count: int, prefix: str, crm, sandbox_url: str, timeout: float) -> dict:
+def _reconcile(count: int, prefix: str, crm, sandbox_url: str, timeout: float, roots=None) -> dict:
     from django.db import transaction
 
     from ledger.models import Op, Operation
@@ -100,14 +111,22 @@ def _reconcile(count: int, prefix: str, crm, sandbox_url: str, timeout: float) -
             >= count
         )
 
-    wait_until(done, timeout=timeout, interval=0.05, what=f"{count} reconciliations ({prefix})")
+    with CpuMeter(roots or {}) as cpu:
+        wait_until(done, timeout=timeout, interval=0.05, what=f"{count} reconciliations ({prefix})")
     elapsed = time.perf_counter() - committed
     return {
         "count": count,
         "seconds": round(elapsed, 3),
         "reconciled_per_s": round(count / elapsed, 1),
         "baseline_per_s": round(baseline["per_s"], 1),
+        "cpu_ms_per_op": cpu.ms_per(count),
     }
+
+
+def _median_cpu(runs) -> dict[str, float]:
+    """Per process kind, the median of the runs' CPU milliseconds per operation."""
+    kinds = sorted({kind for r in runs for kind in r["cpu_ms_per_op"]})
+    return {k: round(median([r["cpu_ms_per_op"].get(k, 0.0) for r in runs]), 2) for k in kinds}
 
 
 def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation")) -> dict:
@@ -125,19 +144,26 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
     timeout = max(120.0, args.deliveries / 2)
     results: dict = {}
     with (
-        process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox.log"),
-        process([sys.executable, "manage.py", "qcluster"], env=env, log=log_dir / "qcluster.log"),
+        process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox.log") as box,
+        process(
+            [sys.executable, "manage.py", "qcluster"], env=env, log=log_dir / "qcluster.log"
+        ) as cluster,
     ):
         from bench.common import wait_for_http
 
         wait_for_http(f"{sandbox_url}/_sandbox/stats", timeout=30)
+        # CPU by process during each measured run (bench.common.CpuMeter).
+        roots = {"cluster": cluster.pid, "sandbox": box.pid}
+        server = postmaster_pid(db_url)
+        if server is not None:
+            roots["postgres"] = server
         # Warm up: the workers' imports, connections and the sandbox's files.
         _deliver(min(20, args.deliveries), "W", reviewer, timeout=120)
         if "delivery" in sections:
             runs = []
             for run in range(args.runs):
                 base = baselines.bare_create_loop(sandbox_url, args.deliveries, f"B{run}")
-                measured = _deliver(args.deliveries, f"D{run}", reviewer, timeout)
+                measured = _deliver(args.deliveries, f"D{run}", reviewer, timeout, roots)
                 records = _records_for(_stats(sandbox_url), f"D{run}")
                 runs.append(
                     {
@@ -159,12 +185,15 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 "missing": sum(r["missing"] for r in runs),
                 "operations_per_run": args.deliveries,
                 "q_workers": args.q_workers,
+                "cpu_ms_per_op": _median_cpu(runs),
                 "runs": runs,
             }
         if "reconciliation" in sections:
             runs = []
             for run in range(args.runs):
-                measured = _reconcile(args.reconciliations, f"R{run}", crm, sandbox_url, timeout)
+                measured = _reconcile(
+                    args.reconciliations, f"R{run}", crm, sandbox_url, timeout, roots
+                )
                 measured["ratio"] = ratio(measured["reconciled_per_s"], measured["baseline_per_s"])
                 runs.append(measured)
             per_s = median([r["reconciled_per_s"] for r in runs])
@@ -175,6 +204,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 "ratio": ratio(per_s, base),
                 "operations_per_run": args.reconciliations,
                 "q_workers": args.q_workers,
+                "cpu_ms_per_op": _median_cpu(runs),
                 "runs": runs,
             }
     return results

@@ -70,6 +70,13 @@ def parse_args(argv=None):
     return args
 
 
+def _cpu(section: dict) -> str:
+    """CPU milliseconds per operation by process (bench.common.CpuMeter), for the table."""
+    cpu = section.get("cpu_ms_per_op") or {}
+    parts = [f"{kind} {ms:.1f}" for kind, ms in cpu.items()]
+    return ("CPU ms/op: " + ", ".join(parts)) if parts else ""
+
+
 def table(results: dict) -> str:
     rows = [("figure", "Handover", "baseline", "ratio", "detail")]
     i = results.get("intake")
@@ -102,7 +109,7 @@ def table(results: dict) -> str:
                 f"{d['confirmed_per_s']:.0f}",
                 f"{d['baseline_per_s']:.0f}",
                 f"{d['ratio']:.2f}",
-                f"duplicates {d['duplicates']}, missing {d['missing']}",
+                f"duplicates {d['duplicates']}, missing {d['missing']}; {_cpu(d)}",
             )
         )
     r = results.get("reconciliation")
@@ -113,7 +120,7 @@ def table(results: dict) -> str:
                 f"{r['reconciled_per_s']:.0f}",
                 f"{r['baseline_per_s']:.0f}",
                 f"{r['ratio']:.2f}",
-                "",
+                _cpu(r),
             )
         )
     q = results.get("queue_page")

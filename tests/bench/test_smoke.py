@@ -68,6 +68,10 @@ def test_quick_bench_writes_every_figure(tmp_path):
     for section, keys in KEYS.items():
         assert keys <= set(results[section]), (section, sorted(results[section]))
     assert results["delivery"]["duplicates"] == 0
+    # CPU by process was taken: the cluster and the sandbox did work in both sections.
+    for section in ("delivery", "reconciliation"):
+        cpu = results[section]["cpu_ms_per_op"]
+        assert cpu["cluster"] > 0 and cpu["sandbox"] > 0, (section, cpu)
     # The framework ceiling answered every request (a 5xx there would make its figure a lie).
     ceiling = results["intake"]["framework_ceiling"]
     assert ceiling["errors"] == 0 and ceiling["per_s"] > 0
