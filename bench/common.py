@@ -226,27 +226,32 @@ def postgres_info(url: str) -> dict:
 class CpuMeter:
     """CPU seconds (user + system) that process trees spend during a block, by kind.
 
-    ``roots``: {kind: pid}; each root and every descendant alive at the start or the end counts
-    (a child that starts and exits in between is missed: none does in these sections).
-    ``bench`` is this process. On a shared machine the wall-clock figures move with the
-    neighbours; CPU per operation moves less, and says which process the time goes to.
+    ``roots``: {kind: pid}; the root and all its descendants, including those that start or
+    end during the block (see _sample). ``bench`` is this process. On a shared machine the
+    wall-clock figures move with the neighbours; CPU per operation moves less, and says which
+    process the time goes to.
     """
 
     def __init__(self, roots: dict[str, int]):
         self.roots = roots
 
-    def _sample(self) -> dict[str, dict[int, float]]:
+    def _sample(self) -> dict[str, float]:
+        """CPU seconds so far, per kind: every live process of the tree, each with what its
+        exited children cost (the kernel adds a reaped child's time to its parent's: django-q2
+        recycles its workers, PostgreSQL's backends come and go), so that the difference of
+        two samples counts processes that started, ended or both in between."""
         import psutil
 
-        sample: dict[str, dict[int, float]] = {"bench": {os.getpid(): time.process_time()}}
+        sample = {"bench": time.process_time()}
         for kind, pid in self.roots.items():
-            times = sample.setdefault(kind, {})
+            total = 0.0
             with contextlib.suppress(psutil.NoSuchProcess):
                 root = psutil.Process(pid)
                 for proc in [root, *root.children(recursive=True)]:
                     with contextlib.suppress(psutil.NoSuchProcess):
                         cpu = proc.cpu_times()
-                        times[proc.pid] = cpu.user + cpu.system
+                        total += cpu.user + cpu.system + cpu.children_user + cpu.children_system
+            sample[kind] = total
         return sample
 
     def __enter__(self):
@@ -255,10 +260,7 @@ class CpuMeter:
 
     def __exit__(self, *exc):
         after = self._sample()
-        self.seconds = {
-            kind: sum(t - self.before.get(kind, {}).get(pid, 0.0) for pid, t in times.items())
-            for kind, times in after.items()
-        }
+        self.seconds = {kind: after[kind] - self.before.get(kind, 0.0) for kind in after}
         return False
 
     def ms_per(self, count: int) -> dict[str, float]:
@@ -272,8 +274,8 @@ def postmaster_pid(url: str) -> int | None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    try:
-        parent = psutil.Process(backend).parent()
-    except psutil.Error:
-        return None
+        try:  # while the backend still runs: it ends with the connection
+            parent = psutil.Process(backend).parent()
+        except psutil.Error:
+            return None
     return parent.pid if parent is not None else None
