@@ -7,6 +7,9 @@
 - reconciliation: N `unknown` CRM writes whose records exist at the destination get their
   reconcile task in one transaction; the clock runs from the commit until all are `confirmed`.
   Beside it, a bare loop looks the same N references up.
+
+Both also record the CPU time each process tree (the cluster, the sandbox, the PostgreSQL
+server) spends per operation during the measured run: ``cpu_ms_per_op`` (bench.common.CpuMeter).
 """
 
 from __future__ import annotations
