@@ -687,17 +687,17 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
     start = (number - 1) * size
     end = start + size + 1  # one more than the page: is there a next page?
 
-    ordered = [g for g in parts if not g.late]
+    ordered = [g.sql(limit=end) for g in parts if not g.late]
     late = [g for g in parts if g.late]
-    raw = _fetch([g.sql(limit=end) for g in ordered], start, end) if ordered else []
+    raw = _fetch(ordered, start, end) if ordered else []
     if late:
         # First pass without the stuck enquiries; the row that closes it bounds how old one of
         # them must be to get onto the page, so the join reads only those.
         period = policies.value(Queue.SUBMISSION_UNKNOWN, None, "response_period")
         bound = _late_bound(raw, end - start, now, period) if ordered else None
-        chosen = [g.sql(limit=end) for g in ordered]
-        if bound is not False:
-            chosen += [g.sql(since_before=bound) for g in late]
+        # Run even when none can reach the page (bound False): the page's query count stays
+        # the same whatever the queue holds.
+        chosen = ordered if bound is False else ordered + [g.sql(since_before=bound) for g in late]
         raw = _fetch(chosen, start, end)
     further = len(raw) > size
     rows = [
