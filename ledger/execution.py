@@ -20,11 +20,12 @@ revision edits never wait on each other in a circle.
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from intake.models import Enquiry
@@ -47,38 +48,94 @@ def lease_seconds() -> float:
     return float(settings.Q_CLUSTER.get("timeout") or 60) + LEASE_GRACE_SECONDS
 
 
-# The enquiry that owns an operation, locked, then the operation, locked. Each is one written-out
-# statement rather than a queryset: every claim and every outcome runs them, and compiling the
-# equivalent querysets (a Subquery; select_for_update with select_related and the ORDER BY of
-# first()) was the largest item in a worker's CPU profile (docs/benchmarks.md).
-_LOCK_ENQUIRY_SQL = (
-    "SELECT * FROM intake_enquiry WHERE id = "
-    "(SELECT enquiry_id FROM ledger_operation WHERE id = %s) FOR UPDATE"
+# The enquiry that owns an operation, locked, then the operation, locked, and (where asked) its
+# integration, read unlocked: one written-out statement, one round trip. The enquiry's lock is
+# taken inside the materialised WITH, the operation's by the outer FOR UPDATE OF op, which only
+# sees a joined row once the enquiry is locked: the order is enquiry, then operation, as
+# everywhere else. The operation's conditions are rechecked on its newest version once it is
+# locked (READ COMMITTED), so a row that changed meanwhile is passed over, as before.
+# Compiling the equivalent querysets (a Subquery; select_for_update with select_related), and
+# then RawQuerySet's column mapping, were the largest items in a worker's CPU profile
+# (docs/benchmarks.md), hence the statement and the plain row reader below.
+_LOCK_SQL = (
+    "WITH enquiry AS MATERIALIZED (SELECT * FROM intake_enquiry WHERE id = "
+    "(SELECT enquiry_id FROM ledger_operation WHERE id = %s) FOR UPDATE) "
+    "SELECT {columns} FROM enquiry JOIN ledger_operation op ON op.enquiry_id = enquiry.id{join} "
+    "WHERE op.id = %s{conditions} FOR UPDATE OF op{skip}"
 )
-_LOCK_OPERATION_SQL = "SELECT * FROM ledger_operation WHERE id = %s{conditions} FOR UPDATE{skip}"
+_INTEGRATION_JOIN = (
+    " LEFT JOIN ledger_integration integration ON integration.id = op.integration_id"
+)
 
 
-def lock_operation(op_id, *, skip_locked=False, **filters):
-    """Lock the enquiry, then the operation (the one lock order everywhere).
+class _RowReader:
+    """Model instances from a row of plain columns, as the ORM makes them (converters, from_db)."""
+
+    def __init__(self, model, alias):
+        self.model = model
+        self.fields = model._meta.concrete_fields
+        self.names = [f.attname for f in self.fields]
+        self.columns = ", ".join(
+            f"{alias}.{connection.ops.quote_name(f.column)}" for f in self.fields
+        )
+        self.converters = [
+            (i, f.get_db_converters(connection))
+            for i, f in enumerate(self.fields)
+            if f.get_db_converters(connection)
+        ]
+
+    def read(self, row, start):
+        values = list(row[start : start + len(self.fields)])
+        for i, converters in self.converters:
+            for convert in converters:
+                values[i] = convert(values[i], self.fields[i], connection)
+        return self.model.from_db(connection.alias, self.names, values)
+
+
+@functools.cache
+def _readers():
+    from ledger.models import Integration
+
+    return (
+        _RowReader(Enquiry, "enquiry"),
+        _RowReader(Operation, "op"),
+        _RowReader(Integration, "integration"),
+    )
+
+
+def lock_operation(op_id, *, skip_locked=False, with_integration=False, **filters):
+    """Lock the enquiry, then the operation (the one lock order everywhere): (enquiry, op).
 
     ``filters``: column = value conditions the operation must meet (``state=``, ``held=``);
-    with ``skip_locked`` an operation another transaction holds is passed over (None). The
-    integration is read when first used (the claim; not a success's outcome), unlocked.
+    with ``skip_locked`` an operation another transaction holds is passed over. (None, None)
+    when no operation meets them. ``with_integration``: the operation's integration is read in
+    the same statement (unlocked); otherwise it is read when first used.
     """
     pk = Operation._meta.pk.to_python(op_id)  # a malformed ID fails as the ORM's would
-    found = list(Enquiry.objects.raw(_LOCK_ENQUIRY_SQL, [pk]))
-    if not found:
-        return None, None
-    enquiry = found[0]
-    conditions = "".join(f" AND {Operation._meta.get_field(name).column} = %s" for name in filters)
-    sql = _LOCK_OPERATION_SQL.format(
-        conditions=conditions, skip=" SKIP LOCKED" if skip_locked else ""
+    enquiries, operations, integrations = _readers()
+    columns = [enquiries.columns, operations.columns]
+    if with_integration:
+        columns.append(integrations.columns)
+    conditions = "".join(
+        f" AND op.{Operation._meta.get_field(name).column} = %s" for name in filters
     )
-    ops = list(Operation.objects.raw(sql, [pk, *filters.values()]))
-    if not ops:
-        return enquiry, None
-    op = ops[0]
+    sql = _LOCK_SQL.format(
+        columns=", ".join(columns),
+        join=_INTEGRATION_JOIN if with_integration else "",
+        conditions=conditions,
+        skip=" SKIP LOCKED" if skip_locked else "",
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pk, pk, *filters.values()])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    enquiry = enquiries.read(row, 0)
+    op = operations.read(row, len(enquiries.fields))
     op.enquiry = enquiry
+    if with_integration:
+        start = len(enquiries.fields) + len(operations.fields)
+        op.integration = integrations.read(row, start) if op.integration_id is not None else None
     return enquiry, op
 
 
@@ -138,7 +195,9 @@ def claim(op_id):
     now = timezone.now()
     actor = worker_actor()
     with transaction.atomic(), journal.deferred():
-        enquiry, op = lock_operation(op_id, skip_locked=True, state=Op.APPROVED, held=False)
+        enquiry, op = lock_operation(
+            op_id, skip_locked=True, with_integration=True, state=Op.APPROVED, held=False
+        )
         if op is None:
             return None
         if op.next_attempt_at and op.next_attempt_at > now:
@@ -376,7 +435,9 @@ def reconcile(op_id) -> str:
     now = timezone.now()
     actor = worker_actor()
     with transaction.atomic():
-        _enquiry, op = lock_operation(op_id, skip_locked=True, state=Op.UNKNOWN)
+        _enquiry, op = lock_operation(
+            op_id, skip_locked=True, with_integration=True, state=Op.UNKNOWN
+        )
         if op is None:
             return "nothing to claim"
         if op.lease_owner and op.lease_expires_at and op.lease_expires_at > now:
