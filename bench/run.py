@@ -40,7 +40,9 @@ def parse_args(argv=None):
     p.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
     p.add_argument("--deliveries", type=int, default=600, help="approved operations per run")
     p.add_argument("--reconciliations", type=int, default=600, help="unknown operations per run")
-    p.add_argument("--q-workers", type=int, default=2, help="django-q2 workers (Q_WORKERS)")
+    p.add_argument(
+        "--q-workers", type=int, default=4, help="django-q2 workers (Q_WORKERS; 4, the default)"
+    )
     p.add_argument("--q-poll", type=float, default=None, help="Q_POLL for the cluster")
     p.add_argument("--queue-operations", type=int, default=1_000_000)
     p.add_argument("--queue-unresolved", type=int, default=100_000)

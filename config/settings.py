@@ -185,7 +185,9 @@ Q_CLUSTER = {
     "orm": "default",
     # django-q2's ORM broker with a one-statement dequeue (ledger.queueing.OrmBroker).
     "broker_class": "ledger.queueing.OrmBroker",
-    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    # More workers than cores: each spends about half its time waiting on the destination and
+    # PostgreSQL (docs/benchmarks.md, round four: 4 beat 2 in every alternated pair on 2 cores).
+    "workers": env_int("Q_WORKERS", 4, minimum=1),
     "timeout": env_int("Q_TIMEOUT", 60, minimum=1),
     "retry": env_int("Q_RETRY", 90, minimum=2),
     "max_attempts": 1,  # the ledger decides about retries, not the transport
