@@ -14,6 +14,10 @@ Executing, in order (DESIGN.md, "The operation ledger"):
    invalid   -> failed, not retried; the message kept for a person
    auth      -> failed, not retried; the integration's owner recorded
 
+Reconciling is a read, so it asks first and commits once: look the record up holding no lock,
+then lock, record the lookup's attempt and act on what was found, unless the operation moved
+on since it was read (then the attempt says `superseded` and nothing else changes).
+
 Locks are always taken enquiry first, then operation, so the engine, the sweeper and intake's
 revision edits never wait on each other in a circle.
 """
@@ -139,6 +143,33 @@ def lock_operation(op_id, *, skip_locked=False, with_integration=False, **filter
     return enquiry, op
 
 
+_READ_SQL = "SELECT {columns} FROM ledger_operation op{join} WHERE op.id = %s{conditions}"
+
+
+def read_operation(op_id, **filters):
+    """The operation and its integration, unlocked, in one statement (None when ``filters``,
+    column = value conditions, do not hold): what a lookup needs before it asks anyone."""
+    pk = Operation._meta.pk.to_python(op_id)
+    _, operations, integrations = _readers()
+    conditions = "".join(
+        f" AND op.{Operation._meta.get_field(name).column} = %s" for name in filters
+    )
+    sql = _READ_SQL.format(
+        columns=f"{operations.columns}, {integrations.columns}",
+        join=_INTEGRATION_JOIN,
+        conditions=conditions,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pk, *filters.values()])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    op = operations.read(row, 0)
+    start = len(operations.fields)
+    op.integration = integrations.read(row, start) if op.integration_id is not None else None
+    return op
+
+
 def _clear_lease(op):
     op.lease_owner = ""
     op.lease_expires_at = None
@@ -160,9 +191,12 @@ def _finish_attempt(attempt, *, outcome, status=None, body="", error=None):
     if error is not None:
         fields["error_class"] = error.kind.value
         fields["error_message"] = error.message[:2000]
-    Attempt.objects.filter(pk=attempt.pk).update(**fields)
     for name, value in fields.items():
         setattr(attempt, name, value)
+    if attempt._state.adding:
+        attempt.save()  # a lookup's attempt, recorded whole with what was found
+        return
+    Attempt.objects.filter(pk=attempt.pk).update(**fields)
 
 
 # --- execute ------------------------------------------------------------------------------------
@@ -431,30 +465,21 @@ def settled_at(op):
 
 
 def reconcile(op_id) -> str:
-    """Look an `unknown` operation up by its reference and act on what is found."""
-    now = timezone.now()
+    """Look an `unknown` operation up by its reference and act on what is found.
+
+    A lookup is a read and changes nothing anywhere, so it is made first, holding no lock and
+    having committed nothing; then one transaction locks the rows and records the attempt
+    with what was found. Whether the operation moved on meanwhile (another reconcile, a
+    person's action) is checked there: it must still be `unknown` with no attempt recorded
+    since it was read, or the lookup is recorded as `superseded` and nothing else changes.
+    A worker that dies mid-lookup leaves its task unacknowledged: the broker hands it out
+    again (django-q2's retry), and the sweeper leaves an operation with a live task alone.
+    """
+    started = timezone.now()
     actor = worker_actor()
-    with transaction.atomic():
-        _enquiry, op = lock_operation(
-            op_id, skip_locked=True, with_integration=True, state=Op.UNKNOWN
-        )
-        if op is None:
-            return "nothing to claim"
-        if op.lease_owner and op.lease_expires_at and op.lease_expires_at > now:
-            return "already being reconciled"
-        number = op.attempt_count + 1
-        attempt = Attempt.objects.create(
-            operation=op,
-            number=number,
-            kind="lookup",
-            worker=actor,
-            started_at=now,
-            request_summary={"lookup": policy_for(op).check_first, "reference": _ref(op)},
-        )
-        op.attempt_count = number
-        op.lease_owner = worker_name()
-        op.lease_expires_at = now + timedelta(seconds=lease_seconds())
-        op.save()
+    op = read_operation(op_id, state=Op.UNKNOWN)
+    if op is None:
+        return "nothing to claim"
     connector = policy_for(op).connector(op.integration)
     try:
         found = connector.lookup(op)
@@ -464,20 +489,37 @@ def reconcile(op_id) -> str:
     except Exception as exc:
         logger.exception("lookup crashed on %s", op.pk)
         found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
-    return record_lookup(op.pk, attempt, found, error, actor=actor)
+    return record_lookup(
+        op.pk, found, error, actor=actor, started=started, seen_attempts=op.attempt_count
+    )
 
 
 def _ref(op):
     return op.payload.get("reference") or op.payload.get("external_id") or op.idempotency_key
 
 
-def record_lookup(op_id, attempt, found: LookupResult | None, error, *, actor) -> str:
-    """``attempt``: the lookup Attempt recorded at the claim, or its ID."""
+def record_lookup(
+    op_id, found: LookupResult | None, error, *, actor, started, seen_attempts
+) -> str:
+    """Record a lookup made at ``started`` of the operation as read with ``seen_attempts``
+    attempts, and act on what it found (the table in DESIGN.md, "Reconcile")."""
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
-        attempt = _attempt(attempt)
-        if op.state != Op.UNKNOWN or op.lease_owner != worker_name():
+        if op is None:
+            return "nothing to claim"
+        attempt = Attempt(
+            operation=op,
+            number=op.attempt_count + 1,
+            kind="lookup",
+            worker=actor,
+            started_at=started,
+            request_summary={"lookup": policy_for(op).check_first, "reference": _ref(op)},
+        )
+        moved_on = op.state != Op.UNKNOWN or op.attempt_count != seen_attempts
+        op.attempt_count = attempt.number
+        if moved_on:
             _finish_attempt(attempt, outcome="superseded", error=error)
+            op.save(update_fields=["attempt_count", "updated_at"])
             return "superseded"
         _clear_lease(op)
         policy = policy_for(op)
