@@ -63,6 +63,21 @@ def _confirmed(prefix: str) -> int:
     ).count()
 
 
+def _until_confirmed(count, prefix, timeout, roots, what):
+    """(seconds from now until ``count`` CRM writes of ``prefix`` are confirmed, the CPU each
+    process spent meanwhile). Counted by the references' prefix: a poll listing every
+    operation's ID sent 600 parameters 20 times a second, CPU taken from the cluster."""
+    started = time.perf_counter()
+    with CpuMeter(roots or {}) as cpu:
+        wait_until(
+            lambda: _confirmed(prefix) >= count,
+            timeout=timeout,
+            interval=0.05,
+            what=f"{what} ({prefix}) confirmed",
+        )
+    return time.perf_counter() - started, cpu
+
+
 def _deliver(count: int, prefix: str, reviewer, timeout: float, roots=None) -> dict:
     from django.db import transaction
 
@@ -74,14 +89,7 @@ def _deliver(count: int, prefix: str, reviewer, timeout: float, roots=None) -> d
         for enquiry in rows:
             approve_revision(enquiry.pk, actor=reviewer, reason="benchmark")
     committed = time.perf_counter()
-    with CpuMeter(roots or {}) as cpu:
-        wait_until(
-            lambda: _confirmed(prefix) >= count,
-            timeout=timeout,
-            interval=0.05,
-            what=f"{count} deliveries ({prefix}) confirmed",
-        )
-    elapsed = time.perf_counter() - committed
+    elapsed, cpu = _until_confirmed(count, prefix, timeout, roots, f"{count} deliveries")
     return {
         "count": count,
         "seconds": round(elapsed, 3),
@@ -105,17 +113,7 @@ def _reconcile(count: int, prefix: str, crm, sandbox_url: str, timeout: float, r
         ops = data.unknown_crm_operations(rows, crm)
         for op in ops:
             enqueue(op, RECONCILE)
-    committed = time.perf_counter()
-    with CpuMeter(roots or {}) as cpu:
-        # Counted as delivery counts them (by the references' prefix): a poll listing every
-        # operation's ID sent 600 parameters 20 times a second, CPU taken from the cluster.
-        wait_until(
-            lambda: _confirmed(prefix) >= count,
-            timeout=timeout,
-            interval=0.05,
-            what=f"{count} reconciliations ({prefix})",
-        )
-    elapsed = time.perf_counter() - committed
+    elapsed, cpu = _until_confirmed(count, prefix, timeout, roots, f"{count} reconciliations")
     return {
         "count": count,
         "seconds": round(elapsed, 3),

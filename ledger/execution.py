@@ -96,6 +96,15 @@ class _RowReader:
         return self.model.from_db(connection.alias, self.names, values)
 
 
+def _conditions(filters) -> str:
+    """``AND op.<column> = %s`` for each of the caller's column = value conditions."""
+    return "".join(f" AND op.{Operation._meta.get_field(name).column} = %s" for name in filters)
+
+
+def _read_integration(op, integrations, row, start):
+    op.integration = integrations.read(row, start) if op.integration_id is not None else None
+
+
 @functools.cache
 def _readers():
     from ledger.models import Integration
@@ -120,13 +129,10 @@ def lock_operation(op_id, *, skip_locked=False, with_integration=False, **filter
     columns = [enquiries.columns, operations.columns]
     if with_integration:
         columns.append(integrations.columns)
-    conditions = "".join(
-        f" AND op.{Operation._meta.get_field(name).column} = %s" for name in filters
-    )
     sql = _LOCK_SQL.format(
         columns=", ".join(columns),
         join=_INTEGRATION_JOIN if with_integration else "",
-        conditions=conditions,
+        conditions=_conditions(filters),
         skip=" SKIP LOCKED" if skip_locked else "",
     )
     with connection.cursor() as cursor:
@@ -138,8 +144,7 @@ def lock_operation(op_id, *, skip_locked=False, with_integration=False, **filter
     op = operations.read(row, len(enquiries.fields))
     op.enquiry = enquiry
     if with_integration:
-        start = len(enquiries.fields) + len(operations.fields)
-        op.integration = integrations.read(row, start) if op.integration_id is not None else None
+        _read_integration(op, integrations, row, len(enquiries.fields) + len(operations.fields))
     return enquiry, op
 
 
@@ -151,13 +156,10 @@ def read_operation(op_id, **filters):
     column = value conditions, do not hold): what a lookup needs before it asks anyone."""
     pk = Operation._meta.pk.to_python(op_id)
     _, operations, integrations = _readers()
-    conditions = "".join(
-        f" AND op.{Operation._meta.get_field(name).column} = %s" for name in filters
-    )
     sql = _READ_SQL.format(
         columns=f"{operations.columns}, {integrations.columns}",
         join=_INTEGRATION_JOIN,
-        conditions=conditions,
+        conditions=_conditions(filters),
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [pk, *filters.values()])
@@ -165,19 +167,13 @@ def read_operation(op_id, **filters):
     if row is None:
         return None
     op = operations.read(row, 0)
-    start = len(operations.fields)
-    op.integration = integrations.read(row, start) if op.integration_id is not None else None
+    _read_integration(op, integrations, row, len(operations.fields))
     return op
 
 
 def _clear_lease(op):
     op.lease_owner = ""
     op.lease_expires_at = None
-
-
-def _attempt(attempt) -> Attempt:
-    """The attempt this worker recorded at its claim (passed on), or read by its ID."""
-    return attempt if isinstance(attempt, Attempt) else Attempt.objects.get(pk=attempt)
 
 
 def _finish_attempt(attempt, *, outcome, status=None, body="", error=None):
@@ -295,10 +291,9 @@ def hold(op, *, actor, reason):
 
 
 def record_success(op_id, attempt, result: CallResult, *, actor, outcome="success") -> str:
-    """``attempt``: the Attempt recorded at the claim, or its ID."""
+    """``attempt``: the Attempt this worker recorded at its claim."""
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
-        attempt = _attempt(attempt)
         _finish_attempt(attempt, outcome=outcome, status=result.status, body=result.body)
         if op.state not in (Op.SUBMITTED, Op.UNKNOWN):
             journal.record(
@@ -330,10 +325,9 @@ def _confirm(op, enquiry, result: CallResult, actor, reason):
 
 
 def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
-    """``attempt``: the Attempt recorded at the claim, or its ID."""
+    """``attempt``: the Attempt this worker recorded at its claim."""
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
-        attempt = _attempt(attempt)
         _finish_attempt(
             attempt, outcome=error.kind.value, status=error.status, body=error.body, error=error
         )
