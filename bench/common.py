@@ -267,6 +267,12 @@ class CpuMeter:
         return {kind: round(s * 1000 / count, 2) for kind, s in sorted(self.seconds.items())}
 
 
+def median_cpu(runs: list[dict], key: str) -> dict[str, float]:
+    """Per process kind, the median over the runs of ``run[key]`` (CpuMeter.ms_per's dict)."""
+    kinds = sorted({kind for r in runs for kind in r[key]})
+    return {k: round(median([r[key].get(k, 0.0) for r in runs]), 2) for k in kinds}
+
+
 def postmaster_pid(url: str) -> int | None:
     """The PostgreSQL server's main process (the parent of this connection's backend), when it
     runs on this machine and can be seen; None otherwise."""

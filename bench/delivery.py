@@ -23,6 +23,7 @@ from bench.common import (
     child_env,
     free_port,
     median,
+    median_cpu,
     postmaster_pid,
     process,
     ratio,
@@ -123,12 +124,6 @@ def _reconcile(count: int, prefix: str, crm, sandbox_url: str, timeout: float, r
     }
 
 
-def _median_cpu(runs) -> dict[str, float]:
-    """Per process kind, the median of the runs' CPU milliseconds per operation."""
-    kinds = sorted({kind for r in runs for kind in r["cpu_ms_per_op"]})
-    return {k: round(median([r["cpu_ms_per_op"].get(k, 0.0) for r in runs]), 2) for k in kinds}
-
-
 def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation")) -> dict:
     sandbox_port = free_port()
     sandbox_url = f"http://127.0.0.1:{sandbox_port}"
@@ -185,7 +180,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 "missing": sum(r["missing"] for r in runs),
                 "operations_per_run": args.deliveries,
                 "q_workers": args.q_workers,
-                "cpu_ms_per_op": _median_cpu(runs),
+                "cpu_ms_per_op": median_cpu(runs, "cpu_ms_per_op"),
                 "runs": runs,
             }
         if "reconciliation" in sections:
@@ -204,7 +199,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 "ratio": ratio(per_s, base),
                 "operations_per_run": args.reconciliations,
                 "q_workers": args.q_workers,
-                "cpu_ms_per_op": _median_cpu(runs),
+                "cpu_ms_per_op": median_cpu(runs, "cpu_ms_per_op"),
                 "runs": runs,
             }
     return results

@@ -20,10 +20,13 @@ from bench import baselines
 from bench.common import (
     BENCH_SECRET,
     BENCH_SOURCE,
+    CpuMeter,
     child_env,
     free_port,
     median,
+    median_cpu,
     percentile,
+    postmaster_pid,
     process,
     ratio,
     wait_for_http,
@@ -178,10 +181,17 @@ def measure(db_url: str, args, log_dir) -> dict:
         ceiling_port, args.web_workers, args.web_threads, app="bench.ceiling.wsgi:application"
     )
     baselines.raw_table(db_url)
+    server = postmaster_pid(db_url)
     with (
-        process(cmd, env=env, log=log_dir / "gunicorn.log"),
-        process(ceiling_cmd, env=env, log=log_dir / "gunicorn-ceiling.log"),
+        process(cmd, env=env, log=log_dir / "gunicorn.log") as web,
+        process(ceiling_cmd, env=env, log=log_dir / "gunicorn-ceiling.log") as ceiling_web,
     ):
+        # CPU by process during each measured run (bench.common.CpuMeter): the web server,
+        # PostgreSQL (when it runs here) and this process (the senders).
+        roots = {"web": web.pid} | ({"postgres": server} if server is not None else {})
+        ceiling_roots = {"web": ceiling_web.pid} | (
+            {"postgres": server} if server is not None else {}
+        )
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
         wait_for_http(f"http://127.0.0.1:{ceiling_port}/intake/events/{BENCH_SOURCE}/", timeout=60)
         # Warm every worker's connection and imports before timing anything.
@@ -192,16 +202,20 @@ def measure(db_url: str, args, log_dir) -> dict:
             events_before = IntakeEvent.objects.count()
             requests = make_events(args.events, args.duplicate_rate, seed=run + 1)
             unique = len({r[0] for r in requests})
-            measured = send_all(port, requests, args.senders)
+            with CpuMeter(roots) as cpu:
+                measured = send_all(port, requests, args.senders)
             stored = IntakeEvent.objects.count() - events_before
             baseline = baselines.raw_postgres_inserts(
                 db_url, rows=len(requests), clients=args.senders
             )
             # The same requests to a view that writes one row: the framework's ceiling.
-            ceiling = send_all(ceiling_port, requests, args.senders)
+            with CpuMeter(ceiling_roots) as ceiling_cpu:
+                ceiling = send_all(ceiling_port, requests, args.senders)
             runs.append(
                 {
                     **measured,
+                    "cpu_ms_per_request": cpu.ms_per(len(requests)),
+                    "ceiling_cpu_ms_per_request": ceiling_cpu.ms_per(len(requests)),
                     "unique_events": unique,
                     "stored_events": stored,
                     "baseline_per_s": round(baseline["per_s"], 1),
@@ -225,8 +239,10 @@ def measure(db_url: str, args, log_dir) -> dict:
         "p99_ms": round(median([r["p99_ms"] for r in runs]), 2),
         # gunicorn + Django answering the same requests with one INSERT each (bench/ceiling):
         # the most any Django intake could do here; its ratio to raw PostgreSQL bounds ours.
+        "cpu_ms_per_request": median_cpu(runs, "cpu_ms_per_request"),
         "framework_ceiling": {
             "per_s": round(ceiling, 1),
+            "cpu_ms_per_request": median_cpu(runs, "ceiling_cpu_ms_per_request"),
             "ratio_to_baseline": ratio(ceiling, base),
             "p99_ms": round(median([r["ceiling_p99_ms"] for r in runs]), 2),
             "errors": sum(r["ceiling_errors"] for r in runs),

@@ -72,11 +72,11 @@ def parse_args(argv=None):
     return args
 
 
-def _cpu(section: dict) -> str:
+def _cpu(section: dict, key: str = "cpu_ms_per_op", unit: str = "op") -> str:
     """CPU milliseconds per operation by process (bench.common.CpuMeter), for the table."""
-    cpu = section.get("cpu_ms_per_op") or {}
+    cpu = section.get(key) or {}
     parts = [f"{kind} {ms:.1f}" for kind, ms in cpu.items()]
-    return ("CPU ms/op: " + ", ".join(parts)) if parts else ""
+    return (f"CPU ms/{unit}: " + ", ".join(parts)) if parts else ""
 
 
 def table(results: dict) -> str:
@@ -89,7 +89,8 @@ def table(results: dict) -> str:
                 f"{i['events_per_s']:.0f}",
                 f"{i['baseline_per_s']:.0f}",
                 f"{i['ratio']:.2f}",
-                f"p50 {i['p50_ms']:.1f} ms, p99 {i['p99_ms']:.1f} ms",
+                f"p50 {i['p50_ms']:.1f} ms, p99 {i['p99_ms']:.1f} ms; "
+                + _cpu(i, "cpu_ms_per_request", "request"),
             )
         )
         c = i.get("framework_ceiling")
@@ -100,7 +101,8 @@ def table(results: dict) -> str:
                     f"{c['per_s']:.0f}",
                     f"{i['baseline_per_s']:.0f}",
                     f"{c['ratio_to_baseline']:.2f}",
-                    f"one INSERT per request; intake is {c['intake_share']:.2f} of it",
+                    f"one INSERT per request; intake is {c['intake_share']:.2f} of it; "
+                    + _cpu(c, "cpu_ms_per_request", "request"),
                 )
             )
     d = results.get("delivery")
