@@ -73,7 +73,7 @@ def parse_args(argv=None):
 
 
 def _cpu(section: dict, key: str = "cpu_ms_per_op", unit: str = "op") -> str:
-    """CPU milliseconds per operation by process (bench.common.CpuMeter), for the table."""
+    """CPU milliseconds per operation (or request) by process (bench.common.CpuMeter)."""
     cpu = section.get(key) or {}
     parts = [f"{kind} {ms:.1f}" for kind, ms in cpu.items()]
     return (f"CPU ms/{unit}: " + ", ".join(parts)) if parts else ""
