@@ -188,10 +188,8 @@ def measure(db_url: str, args, log_dir) -> dict:
     ):
         # CPU by process during each measured run (bench.common.CpuMeter): the web server,
         # PostgreSQL (when it runs here) and this process (the senders).
-        roots = {"web": web.pid} | ({"postgres": server} if server is not None else {})
-        ceiling_roots = {"web": ceiling_web.pid} | (
-            {"postgres": server} if server is not None else {}
-        )
+        postgres = {"postgres": server} if server is not None else {}
+        roots, ceiling_roots = {"web": web.pid} | postgres, {"web": ceiling_web.pid} | postgres
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
         wait_for_http(f"http://127.0.0.1:{ceiling_port}/intake/events/{BENCH_SOURCE}/", timeout=60)
         # Warm every worker's connection and imports before timing anything.
