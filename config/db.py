@@ -4,9 +4,13 @@ Never SQLite: the product's guarantees (row locks, SKIP LOCKED, unique constrain
 concurrency, the journal's append-only trigger) are PostgreSQL's.
 """
 
+import json
 import os
 from pathlib import Path
 from urllib.parse import quote
+
+# pgserver's own record of the processes using the server in a data directory.
+HANDLES_FILE = ".handle_pids.json"
 
 
 def embedded_database_url(base_dir: Path) -> str:
@@ -16,11 +20,46 @@ def embedded_database_url(base_dir: Path) -> str:
     os.environ.setdefault("XDG_RUNTIME_DIR", str(base_dir / "var" / "run"))
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True, mode=0o700)
     import pgserver
+    from pgserver.postgres_server import PostgresServer
 
     data_dir = base_dir / "var" / "pgdata"
     data_dir.parent.mkdir(parents=True, exist_ok=True)
+    with PostgresServer._lock:  # the lock pgserver itself takes around that record
+        forget_dead_handles(data_dir)
     server = pgserver.get_server(data_dir)
     return server.get_uri()
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        return True
+    return True
+
+
+def forget_dead_handles(data_dir: Path) -> list:
+    """Drop the processes that no longer exist from pgserver's count of the server's users.
+
+    A process removes itself when it exits (atexit), and the last one out stops the server. One
+    killed first (SIGKILL, a timeout) stays counted for ever, and then the server never stops,
+    however cleanly everything else exits. Returns the pids kept.
+    """
+    handles = data_dir / HANDLES_FILE
+    try:
+        pids = json.loads(handles.read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    if not isinstance(pids, list):
+        pids = []
+    alive = [pid for pid in pids if _alive(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+    return alive
 
 
 def database_url(base_dir: Path) -> str:
