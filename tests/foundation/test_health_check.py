@@ -1,0 +1,175 @@
+"""config.postgresql's health check: no round trip while the server has said nothing; a
+connection the server has dropped is still found and replaced before it is used.
+
+A second session (its own connection) watches the first through pg_stat_activity, which shows
+each backend's last statement, and ends it with pg_terminate_backend, as a restart would.
+Nothing here is timed: each wait is for something PostgreSQL reports.
+"""
+
+import json
+import os
+import select
+import time
+
+import pytest
+import requests
+from django.db import connection, connections
+
+from intake.models import Enquiry
+from recovery.drill.processes import WebServer
+from tests.intake.signing import signed_headers
+from tests.ledger.conftest import child_database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@pytest.fixture
+def watcher():
+    other = connections.create_connection("default")
+    yield other
+    other.close()
+
+
+def _one(db, sql, params=()):
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _run(db, sql):
+    with db.cursor() as cursor:
+        cursor.execute(sql)
+
+
+def _last_statement(watcher, pid):
+    row = _one(watcher, "SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
+    return row[0] if row else None
+
+
+def _until(predicate, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"PostgreSQL never reported: {what}"
+        time.sleep(0.01)
+
+
+def _marked(marker):
+    """This connection's last statement, as the server will show it."""
+    _one(connection, f"SELECT '{marker}'")
+    return _one(connection, "SELECT pg_backend_pid()")[0]
+
+
+def _begin_request():
+    # What Django does when a request (or a django-q2 task) starts and reaches its first query.
+    connection.close_if_unusable_or_obsolete()
+    connection.close_if_health_check_failed()
+
+
+def test_a_quiet_connection_is_used_without_a_round_trip(watcher):
+    assert connection.health_check_enabled
+    pid = _marked("before the check")
+    assert connection.is_usable()
+    _begin_request()
+    assert connection.connection is not None
+    # Django's own check would have left "SELECT 1" here.
+    assert _last_statement(watcher, pid) == "SELECT pg_backend_pid()"
+
+
+def test_a_connection_the_server_ended_is_replaced_before_it_is_used(watcher):
+    pid = _marked("about to be ended")
+    assert _one(watcher, "SELECT pg_terminate_backend(%s)", [pid])[0] is True
+    _until(lambda: _last_statement(watcher, pid) is None, "the backend has gone")
+
+    assert not connection.is_usable()
+    _begin_request()
+    # The request's first query runs on a new session, and answers.
+    assert _one(connection, "SELECT pg_backend_pid()")[0] != pid
+
+
+def test_after_an_error_the_server_is_asked(watcher):
+    pid = _marked("before an error")
+    connection.errors_occurred = True
+    assert connection.is_usable()
+    assert _last_statement(watcher, pid) == "SELECT 1"
+
+
+def test_a_connection_with_something_to_read_is_asked_and_kept(watcher):
+    # A notification arrives unasked: the socket has something to read, which might have been
+    # a goodbye, so the server is asked; the session is fine, so the connection stays.
+    _run(connection, "LISTEN handover_health_check")
+    pid = _marked("listening")
+    _one(watcher, "SELECT pg_notify('handover_health_check', 'hello')")
+    poller = select.poll()
+    poller.register(connection.connection.fileno(), select.POLLIN)
+    _until(lambda: poller.poll(0), "the notification has reached the socket")
+
+    assert connection.is_usable()
+    assert _last_statement(watcher, pid) == "SELECT 1"
+    assert _one(connection, "SELECT pg_backend_pid()")[0] == pid
+    _run(connection, "UNLISTEN *")
+
+
+def _post_event(url):
+    body = json.dumps(
+        {
+            "name": "Ada",
+            "email": "ada@example.org",
+            "message": "The bin was missed.",
+            "consent": True,
+        }
+    ).encode()
+    headers = {"Content-Type": "application/json", **signed_headers(body, SECRET)}
+    return requests.post(f"{url}/intake/events/website/", data=body, headers=headers, timeout=30)
+
+
+@pytest.fixture
+def web_server(tmp_path):
+    """gunicorn (one worker, one thread: one persistent connection) on the test database."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": child_database_url(),
+        "INTAKE_SECRETS": json.dumps({"website": [SECRET]}),
+        "CONN_MAX_AGE": "60",
+    }
+    server = WebServer(tmp_path / "web.log", env, workers=1, threads=1).start()
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_endpoint_answers_after_the_server_ended_its_sessions(web_server, watcher):
+    # As after a PostgreSQL restart: every session but this test's own is ended while the web
+    # server holds its persistent connection. Its next request must not answer 5xx.
+    assert _post_event(web_server.url).status_code == 202, web_server.log()
+    keep = [
+        _one(connection, "SELECT pg_backend_pid()")[0],
+        _one(watcher, "SELECT pg_backend_pid()")[0],
+    ]
+    with watcher.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> ALL(%s)",
+            [keep],
+        )
+        ended = cursor.rowcount
+    assert ended >= 1, "the web server held no session to end"
+    _until(
+        lambda: (
+            _one(
+                watcher,
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> ALL(%s)",
+                [keep],
+            )[0]
+            == 0
+        ),
+        "the ended sessions have gone",
+    )
+
+    answer = _post_event(web_server.url)
+    assert answer.status_code == 202, answer.text
+    assert Enquiry.objects.count() == 2
