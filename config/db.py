@@ -31,15 +31,9 @@ def embedded_database_url(base_dir: Path) -> str:
 
 
 def _alive(pid) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, as another user's process
-        return True
-    return True
+    import psutil  # pgserver's own dependency; pid_exists is right on every platform
+
+    return isinstance(pid, int) and pid > 0 and psutil.pid_exists(pid)
 
 
 def forget_dead_handles(data_dir: Path) -> list:
