@@ -141,6 +141,7 @@ def web_server(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_the_endpoint_answers_after_the_server_ended_its_sessions(web_server, watcher):
     # As after a PostgreSQL restart: every session but this test's own is ended while the web
     # server holds its persistent connection. Its next request must not answer 5xx.
