@@ -115,7 +115,30 @@ class Sender(threading.Thread):
             self.conn.close()
 
 
-def send_all(port: int, requests, senders: int) -> dict:
+def connections_per_worker(server_pid: int, port: int) -> list[int] | None:
+    """How many established connections to ``port`` each of gunicorn's workers holds, most
+    first. A gthread worker keeps a keep-alive connection for its life, so the senders' split
+    between the workers holds for the whole run (docs/benchmarks.md, round six)."""
+    import psutil
+
+    try:
+        workers = psutil.Process(server_pid).children()
+        counts = [
+            sum(
+                1
+                for c in worker.net_connections(kind="tcp")
+                if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == port
+            )
+            for worker in workers
+        ]
+    except (psutil.Error, OSError):
+        return None
+    return sorted(counts, reverse=True)
+
+
+def send_all(port: int, requests, senders: int, server_pid: int | None = None) -> dict:
+    """Post ``requests`` from ``senders`` threads; with ``server_pid`` (gunicorn's master), also
+    report how the senders' connections sit on its workers once they have all connected."""
     path = f"/intake/events/{BENCH_SOURCE}/"
     shares = [requests[i::senders] for i in range(senders)]
     latencies, statuses, errors = [], [], []
@@ -125,6 +148,14 @@ def send_all(port: int, requests, senders: int) -> dict:
     started = time.perf_counter()
     for t in threads:
         t.start()
+    split = None
+    if server_pid is not None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(t.is_alive() for t in threads):
+            split = connections_per_worker(server_pid, port)
+            if split is None or sum(split) >= senders:
+                break
+            time.sleep(0.02)
     for t in threads:
         t.join(timeout=600)
     elapsed = time.perf_counter() - started
@@ -142,6 +173,7 @@ def send_all(port: int, requests, senders: int) -> dict:
         "statuses": by_status,
         "errors": errors[:5],
         "error_count": len(errors),
+        "connections_per_worker": split,
     }
 
 
@@ -201,7 +233,7 @@ def measure(db_url: str, args, log_dir) -> dict:
             requests = make_events(args.events, args.duplicate_rate, seed=run + 1)
             unique = len({r[0] for r in requests})
             with CpuMeter(roots) as cpu:
-                measured = send_all(port, requests, args.senders)
+                measured = send_all(port, requests, args.senders, server_pid=web.pid)
             stored = IntakeEvent.objects.count() - events_before
             baseline = baselines.raw_postgres_inserts(
                 db_url, rows=len(requests), clients=args.senders
@@ -235,6 +267,10 @@ def measure(db_url: str, args, log_dir) -> dict:
         "ratio": ratio(per_s, base),
         "p50_ms": round(median([r["p50_ms"] for r in runs]), 2),
         "p99_ms": round(median([r["p99_ms"] for r in runs]), 2),
+        "p99_ms_by_run": [r["p99_ms"] for r in runs],
+        # The senders' keep-alive connections on each gunicorn worker, by run: an uneven split
+        # (5/3, 6/2) puts more senders behind one worker's GIL, and its runs' p99 is higher.
+        "connections_per_worker": [r["connections_per_worker"] for r in runs],
         "cpu_ms_per_request": median_cpu(runs, "cpu_ms_per_request"),
         # gunicorn + Django answering the same requests with one INSERT each (bench/ceiling):
         # the most any Django intake could do here; its ratio to raw PostgreSQL bounds ours.

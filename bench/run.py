@@ -79,6 +79,18 @@ def _cpu(section: dict, key: str = "cpu_ms_per_op", unit: str = "op") -> str:
     return (f"CPU ms/{unit}: " + ", ".join(parts)) if parts else ""
 
 
+def _splits(i: dict) -> str:
+    """p99 by run, each with how the senders' connections sat on the web workers (5/3...)."""
+    splits = i.get("connections_per_worker") or []
+    if not splits:
+        return ""
+    runs = [
+        f"{p99:.0f} ms ({'/'.join(map(str, split)) if split else '?'})"
+        for p99, split in zip(i.get("p99_ms_by_run", []), splits, strict=False)
+    ]
+    return "; p99 by run (connections per worker): " + ", ".join(runs)
+
+
 def table(results: dict) -> str:
     rows = [("figure", "Handover", "baseline", "ratio", "detail")]
     i = results.get("intake")
@@ -90,7 +102,8 @@ def table(results: dict) -> str:
                 f"{i['baseline_per_s']:.0f}",
                 f"{i['ratio']:.2f}",
                 f"p50 {i['p50_ms']:.1f} ms, p99 {i['p99_ms']:.1f} ms; "
-                + _cpu(i, "cpu_ms_per_request", "request"),
+                + _cpu(i, "cpu_ms_per_request", "request")
+                + _splits(i),
             )
         )
         c = i.get("framework_ceiling")

@@ -72,6 +72,9 @@ def test_quick_bench_writes_every_figure(tmp_path):
     for section in ("delivery", "reconciliation"):
         cpu = results[section]["cpu_ms_per_op"]
         assert cpu["cluster"] > 0 and cpu["sandbox"] > 0, (section, cpu)
+    # How the senders' connections sat on the two gunicorn workers, for each run.
+    (split,) = results["intake"]["connections_per_worker"]
+    assert len(split) == 2 and 0 < sum(split) <= 8, split
     for figures in (results["intake"], results["intake"]["framework_ceiling"]):
         assert figures["cpu_ms_per_request"]["web"] > 0, figures
     # The framework ceiling answered every request (a 5xx there would make its figure a lie).
