@@ -2,9 +2,11 @@
 
 This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, seeds a demo
 database once, then supervises the sandbox, a django-q2 cluster and the web server. If any
-child dies, everything stops: a half-running product is worse than a stopped one.
+child dies, everything stops: a half-running product is worse than a stopped one. If this
+process itself dies, even by SIGKILL, each child is sent SIGTERM (on Linux), for the same reason.
 """
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -14,6 +16,27 @@ import time
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def stop_with(parent: int):
+    """A preexec_fn: the child is sent SIGTERM when ``parent`` dies, however it dies.
+
+    Linux's PR_SET_PDEATHSIG; where there is no prctl, nothing (Ctrl-C still stops all). If the
+    parent has already gone by the time the child gets here, the child stops itself.
+    """
+
+    def setup():
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return setup
 
 
 class Command(BaseCommand):
@@ -74,7 +97,13 @@ class Command(BaseCommand):
         try:
             for name, cmd in children.items():
                 # Own process group, so Ctrl-C reaches children through us, in order.
-                procs[name] = subprocess.Popen(cmd, cwd=base, env=env, start_new_session=True)
+                procs[name] = subprocess.Popen(
+                    cmd,
+                    cwd=base,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=stop_with(os.getpid()),
+                )
             self.stdout.write(self.style.SUCCESS(f"Handover is running on http://{host}:{port}/"))
             self.stdout.write(
                 "Demo logins: coordinator, reviewer, admin (password: see above, "

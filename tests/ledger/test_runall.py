@@ -1,0 +1,62 @@
+"""`manage.py runall` (make run): when the supervisor is killed, nothing runs on without it.
+
+Real processes: runall on the test database starts the django-q2 cluster and gunicorn; the test
+SIGKILLs runall (no handler runs, no clean-up code) and waits for every process it had started,
+grandchildren included, to exit. Nothing is timed: the wait only bounds a failure.
+"""
+
+import os
+import signal
+import sys
+import time
+
+import psutil
+import pytest
+
+from sandbox.testing import free_port
+from tests.ledger.conftest import PROJECT_ROOT, child_database_url
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _wait_for_line(path, text, proc, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in path.read_text(errors="replace"):
+            return
+        assert proc.poll() is None, f"runall exited:\n{path.read_text()[-3000:]}"
+        time.sleep(0.1)
+    pytest.fail(f"runall never said {text!r}:\n{path.read_text()[-3000:]}")
+
+
+def test_killing_runall_stops_what_it_started(tmp_path):
+    env = {**os.environ, "DATABASE_URL": child_database_url(), "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "runall.log"
+    port = free_port()
+    with log.open("w") as out:
+        runall = psutil.Popen(
+            [sys.executable, "manage.py", "runall", "--no-sandbox", "--port", str(port)],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
+    started = []
+    try:
+        _wait_for_line(log, "Handover is running on", runall)
+        started = runall.children(recursive=True)
+        names = " ".join(" ".join(p.cmdline()) for p in runall.children())
+        assert "qcluster" in names and "gunicorn" in names, names
+
+        runall.send_signal(signal.SIGKILL)
+        runall.wait(30)
+        _gone, alive = psutil.wait_procs(started, timeout=60)
+        assert not alive, f"still running without runall: {[p.cmdline() for p in alive]}"
+    finally:
+        for proc in started:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if runall.poll() is None:
+            runall.kill()
