@@ -9,7 +9,6 @@ Nothing here is timed: each wait is for something PostgreSQL reports.
 import json
 import os
 import select
-import time
 
 import pytest
 import requests
@@ -17,12 +16,12 @@ from django.db import connection, connections
 
 from intake.models import Enquiry
 from recovery.drill.processes import WebServer
+from tests.conftest import wait_for_condition
+from tests.intake.conftest import SECRET
 from tests.intake.signing import signed_headers
 from tests.ledger.conftest import child_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 @pytest.fixture
@@ -46,13 +45,6 @@ def _run(db, sql):
 def _last_statement(watcher, pid):
     row = _one(watcher, "SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
     return row[0] if row else None
-
-
-def _until(predicate, what, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"PostgreSQL never reported: {what}"
-        time.sleep(0.01)
 
 
 def _marked(marker):
@@ -80,7 +72,9 @@ def test_a_quiet_connection_is_used_without_a_round_trip(watcher):
 def test_a_connection_the_server_ended_is_replaced_before_it_is_used(watcher):
     pid = _marked("about to be ended")
     assert _one(watcher, "SELECT pg_terminate_backend(%s)", [pid])[0] is True
-    _until(lambda: _last_statement(watcher, pid) is None, "the backend has gone")
+    wait_for_condition(
+        lambda: _last_statement(watcher, pid) is None, timeout=10.0, message="the backend has gone"
+    )
 
     assert not connection.is_usable()
     _begin_request()
@@ -103,7 +97,9 @@ def test_a_connection_with_something_to_read_is_asked_and_kept(watcher):
     _one(watcher, "SELECT pg_notify('handover_health_check', 'hello')")
     poller = select.poll()
     poller.register(connection.connection.fileno(), select.POLLIN)
-    _until(lambda: poller.poll(0), "the notification has reached the socket")
+    wait_for_condition(
+        lambda: poller.poll(0), timeout=10.0, message="the notification has reached the socket"
+    )
 
     assert connection.is_usable()
     assert _last_statement(watcher, pid) == "SELECT 1"
@@ -158,7 +154,7 @@ def test_the_endpoint_answers_after_the_server_ended_its_sessions(web_server, wa
         )
         ended = cursor.rowcount
     assert ended >= 1, "the web server held no session to end"
-    _until(
+    wait_for_condition(
         lambda: (
             _one(
                 watcher,
@@ -168,7 +164,8 @@ def test_the_endpoint_answers_after_the_server_ended_its_sessions(web_server, wa
             )[0]
             == 0
         ),
-        "the ended sessions have gone",
+        timeout=10.0,
+        message="the ended sessions have gone",
     )
 
     answer = _post_event(web_server.url)

@@ -8,25 +8,23 @@ grandchildren included, to exit. Nothing is timed: the wait only bounds a failur
 import os
 import signal
 import sys
-import time
 
 import psutil
 import pytest
 
 from sandbox.testing import free_port
+from tests.conftest import wait_for_condition
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _wait_for_line(path, text, proc, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in path.read_text(errors="replace"):
-            return
+    def said():
         assert proc.poll() is None, f"runall exited:\n{path.read_text()[-3000:]}"
-        time.sleep(0.1)
-    pytest.fail(f"runall never said {text!r}:\n{path.read_text()[-3000:]}")
+        return text in path.read_text(errors="replace")
+
+    wait_for_condition(said, timeout=timeout, interval=0.1, message=f"runall to say {text!r}")
 
 
 def test_killing_runall_stops_what_it_started(tmp_path):
