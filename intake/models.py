@@ -82,6 +82,10 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     closed_at = models.DateTimeField(null=True, blank=True)
     redacted_at = models.DateTimeField(null=True, blank=True)
+    # Set at receipt, in the event's transaction; cleared, under the enquiry's row lock, once the
+    # layers above have taken the receipt up (ledger.receipt: its suggestion, extractions and
+    # acknowledgement proposed). A row still set long after receipt is work a lost task left.
+    receipt_pending = models.BooleanField(default=False)
 
     class Meta:
         verbose_name_plural = "enquiries"
@@ -95,6 +99,12 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
                 condition=models.Q(
                     state__in=["needs_information", "submission_unknown", "ready_for_review"]
                 ),
+            ),
+            # ledger.sweeper: receipts not taken up yet (a handful at any time, none at rest).
+            models.Index(
+                fields=["created_at"],
+                name="enquiry_receipt_pending",
+                condition=models.Q(receipt_pending=True),
             ),
         ]
         permissions = [

@@ -177,6 +177,7 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult | None:
         documents=payload.documents,
         created_at=now,
         state_changed_at=now,
+        receipt_pending=True,
     )
     event = _insert_event(source, event_id, text, digest, enquiry, now)
     if event is None:

@@ -1,6 +1,7 @@
 """Putting ledger work on django-q2: the transport, never the truth.
 
-Tasks carry only an operation ID. With the ORM broker (the default) the task row is inserted in
+Tasks carry only an ID: an operation's, or for the receipt's task (ledger.receipt) the
+enquiry's; never personal data. With the ORM broker (the default) the task row is inserted in
 the caller's transaction, so "approve and enqueue" commit or roll back together. Another broker
 (Redis) cannot join the transaction, so the task is pushed on commit instead; a crash between
 the commit and the push loses only the task, and the sweeper re-enqueues it.
@@ -30,6 +31,7 @@ logger = logging.getLogger("ledger.queueing")
 EXECUTE = "ledger.tasks.execute_operation"
 RECONCILE = "ledger.tasks.reconcile_operation"
 OPERATION_TASKS = (EXECUTE, RECONCILE)
+RECEIPT = "ledger.tasks.take_up_receipt"  # its argument is an enquiry ID (ledger.receipt)
 ORM_BROKER = "ledger.queueing.OrmBroker"
 
 
@@ -145,27 +147,39 @@ def enqueue(operation, func: str = EXECUTE, *, at=None, save=True) -> bool:
     UPDATE instead of two on the intake and approval paths).
     """
     now = timezone.now()
-    delayed = at is not None and at > now
-    op_id = str(operation.pk)
-    if uses_orm_broker():
-        options = {"task_name": f"{func.rsplit('.', 1)[1]}:{op_id}", "group": "ledger"}
-        if delayed:
-            options["broker"] = _DelayedOrmBroker(at)
-        elif _batch.get() is not None:
-            options["broker"] = _CollectingOrmBroker(_batch.get())
-        async_task(func, op_id, q_options=options)
-    elif delayed:
+    if not _push(func, str(operation.pk), at if at is not None and at > now else None):
         return False  # the sweeper enqueues it once next_attempt_at has passed
-    else:
-        transaction.on_commit(lambda: async_task(func, op_id, q_options={"group": "ledger"}))
     operation.task_enqueued_at = now
     if save:
         type(operation).objects.filter(pk=operation.pk).update(task_enqueued_at=now)
     return True
 
 
+def enqueue_receipt(enquiry) -> None:
+    """Queue the receipt's task for ``enquiry``; call inside the transaction that stored it."""
+    _push(RECEIPT, str(enquiry.pk), None)
+
+
+def _push(func: str, arg: str, at) -> bool:
+    """``func(arg)`` on the queue: in the caller's transaction with the ORM broker (at ``at``
+    if given), on commit with another; False for a delayed task another broker cannot hold."""
+    if uses_orm_broker():
+        options = {"task_name": f"{func.rsplit('.', 1)[1]}:{arg}", "group": "ledger"}
+        if at is not None:
+            options["broker"] = _DelayedOrmBroker(at)
+        elif _batch.get() is not None:
+            options["broker"] = _CollectingOrmBroker(_batch.get())
+        async_task(func, arg, q_options=options)
+    elif at is not None:
+        return False
+    else:
+        transaction.on_commit(lambda: async_task(func, arg, q_options={"group": "ledger"}))
+    return True
+
+
 def live_tasks() -> dict[str, set[str]] | None:
-    """{operation id: {task functions}} for every readable queued task; None if unknowable.
+    """{operation or enquiry id: {task functions}} for every readable queued ledger task; None
+    if unknowable.
 
     A payload this process cannot verify (signed under another SECRET_KEY) is not live: the
     cluster will drop it unread, so the sweeper must treat its operation as having no task.
@@ -186,7 +200,7 @@ def live_tasks() -> dict[str, set[str]] | None:
             continue
         func = task.get("func")
         args = task.get("args") or ()
-        if func in OPERATION_TASKS and args:
+        if (func in OPERATION_TASKS or func == RECEIPT) and args:
             live.setdefault(str(args[0]), set()).add(func)
     if unreadable:
         logger.warning("%s queued task(s) cannot be verified (SECRET_KEY changed?)", unreadable)

@@ -16,10 +16,10 @@ logger = logging.getLogger("ledger.receivers")
 
 @receiver(signals.enquiry_received, dispatch_uid="ledger.enquiry_received")
 def enquiry_received(sender, enquiry, documents=None, **kwargs):
-    from ledger.services import propose_receipt_work
+    from ledger.queueing import enqueue_receipt
 
-    # Sent by intake's receipt for an enquiry created in its transaction: no operation yet.
-    propose_receipt_work(enquiry, new=True, documents=documents)
+    # Sent inside intake's transaction: a worker takes the receipt's work up (ledger.receipt).
+    enqueue_receipt(enquiry)
 
 
 @receiver(signals.revision_created, dispatch_uid="ledger.revision_created")

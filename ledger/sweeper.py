@@ -5,6 +5,8 @@ once from ``python manage.py recover``. Safe to run anywhere, any number of time
 every change happens under the operation's row lock (SKIP LOCKED), and a duplicate task it
 enqueues finds nothing to claim.
 
+0. Receipts no worker has taken up (``receipt_pending``) whose task is gone: taken up here
+   (ledger.receipt).
 1. `submitted` operations whose worker is gone (its lease expired, or its process on this host
    is dead): `unknown`, the enquiry `submission_unknown`, and reconciled like a timeout.
 2. `unknown` operations the system is still working on (no attention code) with no queued
@@ -25,9 +27,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger import execution
+from intake.models import Enquiry
+from ledger import execution, receipt
 from ledger.models import Attempt, Op, Operation
-from ledger.queueing import EXECUTE, RECONCILE, enqueue, live_tasks
+from ledger.queueing import EXECUTE, RECEIPT, RECONCILE, enqueue, live_tasks
 from ledger.worker import process_is_gone, worker_actor
 
 logger = logging.getLogger("ledger.sweeper")
@@ -39,6 +42,7 @@ class SweepReport:
     reconciles_enqueued: list[str] = field(default_factory=list)
     executions_enqueued: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    receipts_taken_up: list[str] = field(default_factory=list)
 
     def as_dict(self):
         return {k: list(v) for k, v in self.__dict__.items()}
@@ -48,19 +52,23 @@ class SweepReport:
             f"{len(self.lost_in_flight)} lost in flight -> unknown, "
             f"{len(self.reconciles_enqueued)} reconcile(s) enqueued, "
             f"{len(self.executions_enqueued)} execution(s) re-enqueued, "
-            f"{len(self.held)} held for a paused integration"
+            f"{len(self.held)} held for a paused integration, "
+            f"{len(self.receipts_taken_up)} receipt(s) taken up"
         )
 
     def __bool__(self):
         return any(self.__dict__.values())
 
 
+def _recent(when) -> bool:
+    # A broker we cannot inspect: trust a task younger than the broker's retry window.
+    retry = settings.Q_CLUSTER.get("retry") or 90
+    return when is not None and when > timezone.now() - timedelta(seconds=retry)
+
+
 def _task_is_live(live, op, func) -> bool:
     if live is None:
-        # A broker we cannot inspect: trust a task younger than the broker's retry window.
-        retry = settings.Q_CLUSTER.get("retry") or 90
-        recent = timezone.now() - timedelta(seconds=retry)
-        return op.task_enqueued_at is not None and op.task_enqueued_at > recent
+        return _recent(op.task_enqueued_at)
     return func in live.get(str(op.pk), ())
 
 
@@ -68,6 +76,19 @@ def sweep(*, actor=None) -> SweepReport:
     actor = actor or worker_actor()
     now = timezone.now()
     report = SweepReport()
+
+    # 0. Receipts left pending by a lost task. Read before the queue: a receipt committed after
+    # this read is not looked at, one committed before has its task in what live_tasks() reads.
+    pending = list(Enquiry.objects.filter(receipt_pending=True).values_list("pk", "created_at"))
+    if pending:
+        live = live_tasks()
+        for enquiry_id, created in pending:
+            if live is None:
+                gone = not _recent(created)
+            else:
+                gone = RECEIPT not in live.get(str(enquiry_id), ())
+            if gone and receipt.take_up(enquiry_id, skip_locked=True):
+                report.receipts_taken_up.append(str(enquiry_id))
 
     # 1. In flight with nobody there any more.
     in_flight = Operation.objects.filter(state=Op.SUBMITTED).values_list(

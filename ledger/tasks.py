@@ -6,7 +6,7 @@ claim and returns quietly. Results are not stored (save_limit -1): the ledger is
 
 import logging
 
-from ledger import execution, sweeper
+from ledger import execution, receipt, sweeper
 
 logger = logging.getLogger("ledger.tasks")
 
@@ -21,6 +21,10 @@ def reconcile_operation(op_id: str) -> str:
     outcome = execution.reconcile(op_id)
     logger.info("reconcile %s: %s", op_id, outcome)
     return outcome
+
+
+def take_up_receipt(enquiry_id: str) -> bool:
+    return receipt.take_up(enquiry_id)
 
 
 def sweep() -> dict:

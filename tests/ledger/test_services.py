@@ -8,9 +8,9 @@ from django_q.models import OrmQ
 
 from intake import signals
 from intake.models import Document, EnquiryState, Revision
-from ledger import services
+from ledger import receipt, services
 from ledger.models import JournalEntry, Op, Operation
-from ledger.queueing import EXECUTE, RECONCILE, live_tasks
+from ledger.queueing import EXECUTE, RECEIPT, RECONCILE, live_tasks
 from ledger.sweeper import sweep
 from tests.ledger.conftest import crm_records
 
@@ -53,12 +53,28 @@ def test_a_coordinator_cannot_approve(make_enquiry, make_user, integrations):
     assert not Operation.objects.exists()
 
 
-def test_receipt_proposes_suggestion_extractions_and_acknowledgement(make_enquiry, integrations):
-    enquiry = make_enquiry()
-    Document.objects.create(enquiry=enquiry, document_id="lease", version="2")
-    Document.objects.create(enquiry=enquiry, document_id="photo", version="1")
+def test_receipt_enqueues_one_task_and_proposes_nothing_in_intakes_transaction(
+    make_enquiry, integrations
+):
+    enquiry = make_enquiry(receipt_pending=True)
     with transaction.atomic():
         signals.enquiry_received.send(sender=type(enquiry), enquiry=enquiry, event=None)
+    assert not Operation.objects.exists()
+    assert live_tasks() == {str(enquiry.pk): {RECEIPT}}  # the enquiry's ID, nothing else
+    # Rolled back with the enquiry's transaction: no task without its enquiry.
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        signals.enquiry_received.send(sender=type(enquiry), enquiry=enquiry, event=None)
+        1 / 0  # noqa: B018
+    assert OrmQ.objects.count() == 1
+
+
+def test_receipt_proposes_suggestion_extractions_and_acknowledgement(make_enquiry, integrations):
+    enquiry = make_enquiry(receipt_pending=True)
+    Document.objects.create(enquiry=enquiry, document_id="lease", version="2")
+    Document.objects.create(enquiry=enquiry, document_id="photo", version="1")
+    assert receipt.take_up(enquiry.pk)
+    enquiry.refresh_from_db()
+    assert not enquiry.receipt_pending
     ops = {op.action: op for op in Operation.objects.filter(enquiry=enquiry)}
     assert set(ops) == {"suggest.category", "documents.extract", "notify.send"}
     assert Operation.objects.filter(action="documents.extract").count() == 2
@@ -68,6 +84,19 @@ def test_receipt_proposes_suggestion_extractions_and_acknowledgement(make_enquir
     assert "review" not in body.lower()
     live = live_tasks()
     assert all(str(op.pk) in live for op in Operation.objects.all())
+
+
+def test_receipt_taken_up_twice_makes_nothing_new(make_enquiry, integrations):
+    # A redelivered task, or the sweeper beside the task: the second finds the marker cleared.
+    enquiry = make_enquiry(receipt_pending=True)
+    assert receipt.take_up(enquiry.pk)
+    counts = (Operation.objects.count(), OrmQ.objects.count(), JournalEntry.objects.count())
+    assert not receipt.take_up(enquiry.pk)
+    assert (
+        Operation.objects.count(),
+        OrmQ.objects.count(),
+        JournalEntry.objects.count(),
+    ) == counts
 
 
 def test_receipt_work_proposed_twice_makes_nothing_new(make_enquiry, integrations):
@@ -162,7 +191,7 @@ def test_receipt_bulk_insert_rolls_back_whole(make_enquiry, integrations):
 
 
 def test_receipt_work_runs_in_workers(make_enquiry, integrations, sandbox, run_queue):
-    enquiry = make_enquiry()
+    enquiry = make_enquiry(receipt_pending=True)
     with transaction.atomic():
         signals.enquiry_received.send(sender=type(enquiry), enquiry=enquiry, event=None)
     run_queue()
@@ -350,6 +379,42 @@ def test_sweeper_reenqueues_lost_tasks_and_recovers_lost_calls(
     assert refreshed(in_flight).state == Op.CONFIRMED  # looked up: not found, sent once
     assert crm_records(sandbox) == 2
     assert not sweep()
+
+
+def test_sweeper_takes_up_a_receipt_whose_task_was_lost(
+    make_enquiry, integrations, sandbox, run_queue, capsys
+):
+    lost, queued = make_enquiry(receipt_pending=True), make_enquiry(receipt_pending=True)
+    for enquiry in (lost, queued):
+        with transaction.atomic():
+            signals.enquiry_received.send(sender=type(enquiry), enquiry=enquiry, event=None)
+    OrmQ.objects.filter(pk=_receipt_task_row(lost)).delete()  # dropped unread
+    call_command("recover")
+    assert "1 receipt(s) taken up" in capsys.readouterr().out
+    lost.refresh_from_db()
+    queued.refresh_from_db()
+    # The lost one is taken up by the sweeper; the queued one is left to its own task.
+    assert (lost.receipt_pending, queued.receipt_pending) == (False, True)
+    assert Operation.objects.filter(enquiry=lost).count() == 2  # suggestion, acknowledgement
+    assert not Operation.objects.filter(enquiry=queued).exists()
+    run_queue()
+    queued.refresh_from_db()
+    assert not queued.receipt_pending
+    assert Operation.objects.filter(enquiry=queued).count() == 2
+    assert set(Operation.objects.values_list("state", flat=True)) == {Op.CONFIRMED}
+    # One acknowledgement each at the destination: none lost, none sent twice.
+    assert sandbox.stats()["notify"]["by_reference"] == {lost.reference: 1, queued.reference: 1}
+    assert not sweep()
+
+
+def _receipt_task_row(enquiry):
+    from django_q.signing import SignedPackage
+
+    for row in OrmQ.objects.all():
+        task = SignedPackage.loads(row.payload)
+        if task["func"] == RECEIPT and task["args"] == (str(enquiry.pk),):
+            return row.pk
+    raise AssertionError(f"no receipt task for {enquiry}")
 
 
 @pytest.mark.django_db

@@ -121,11 +121,18 @@ def test_approval_puts_no_personal_data_in_tasks_logs_or_journal(
 ):
     from django_q.models import OrmQ
 
+    from ledger import receipt
     from ledger.models import Operation
+    from ledger.queueing import RECEIPT
 
     enquiry = received
     reviewer = make_user("reviewer", username="rev")
+    # The receipt's task carries the enquiry's ID; taken up, it proposes the acknowledgement
+    # (which holds the customer's address) and the rest, each with a task of its own.
+    assert [task["args"] for task in queued_tasks()] == [(str(enquiry.pk),)]
+    assert receipt.take_up(enquiry.pk)
     proposed = Operation.objects.filter(enquiry=enquiry).count()
+    assert proposed > 0
     # Review: the enquiry reaches ready_for_review (the worker's suggestion would do this),
     # and a reviewer approves: the CRM write is proposed, approved and enqueued.
     enquiry.refresh_from_db()
@@ -141,10 +148,12 @@ def test_approval_puts_no_personal_data_in_tasks_logs_or_journal(
     # The destination needs the personal data, so the ledger holds it: only there.
     assert any(PERSONAL["email"] in json.dumps(op.payload) for op in operations)
     # The design's contract, which makes the scan above hold by construction: a task carries
-    # an operation ID and nothing else.
+    # an operation ID and nothing else (the receipt's task, which comes before any operation,
+    # the enquiry's ID).
     op_ids = {str(pk) for pk in Operation.objects.values_list("pk", flat=True)}
     for task in queued_tasks():
         args = [str(a) for a in task["args"]]
-        assert args and set(args) <= op_ids, f"{task['func']} args {args} are not operation IDs"
+        ids = {str(enquiry.pk)} if task["func"] == RECEIPT else op_ids
+        assert args and set(args) <= ids, f"{task['func']} args {args} are not the IDs it may carry"
         assert not task["kwargs"], f"{task['func']} carries keyword arguments"
     assert_nothing_leaked(caplog)
