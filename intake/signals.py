@@ -1,7 +1,7 @@
 """How intake tells the layers above that something happened, without importing them.
 
-Both are sent inside the transaction that made the change, so a receiver's writes (the ledger
-proposing operations) commit or roll back with it.
+Each is sent inside the transaction that made the change, so a receiver's writes (the ledger
+queueing the receipt's task, proposing or cancelling operations) commit or roll back with it.
 """
 
 from django.dispatch import Signal

@@ -237,28 +237,19 @@ def _receipt_specs(enquiry, documents):
     return specs
 
 
-def propose_receipt_work(enquiry, *, actor=LEDGER, new=False, documents=None):
-    """At receipt: the suggestion, one extraction per attached document, the acknowledgement.
+def propose_receipt_work(enquiry, *, actor=LEDGER):
+    """The receipt's work: the suggestion, one extraction per attached document, the
+    acknowledgement, all system-approved and enqueued in the caller's transaction.
 
-    All system-approved and enqueued in intake's transaction; none runs inside the request.
-
-    ``new=True`` (intake's receipt, with the ``documents`` it just stored): the enquiry was
-    created in this transaction and holds no operation yet, so every proposal is a new row.
-    The rows are the ones propose() writes (each operation proposed, then approved through
-    its transition, journalled and enqueued), inserted in one statement per table instead
-    of one per row: the receipt is intake's hot path (docs/benchmarks.md). Otherwise the keys
-    the enquiry already holds are read first and an existing operation is returned as it is.
+    Called by the receipt's task (ledger.receipt), never inside the intake request. The keys
+    the enquiry already holds are read first and an existing operation is returned as it is;
+    the new ones are the rows propose() writes (each operation proposed, then approved through
+    its transition, journalled and enqueued), inserted in one statement per table instead of
+    one per row (docs/benchmarks.md).
     """
-    if documents is None or not new:
-        documents = _attached_documents(enquiry)
+    documents = _attached_documents(enquiry)
     specs = _receipt_specs(enquiry, documents)
-    known = (
-        set()
-        if new
-        else set(
-            Operation.objects.filter(enquiry=enquiry).values_list("idempotency_key", flat=True)
-        )
-    )
+    known = set(Operation.objects.filter(enquiry=enquiry).values_list("idempotency_key", flat=True))
     names = {policy_for(spec[0]).integration for spec in specs} - {None, ""}
     integrations = integrations_named(names) if names else {}
     ops, fresh = [], []

@@ -154,8 +154,7 @@ def test_receipt_bulk_insert_writes_what_propose_writes_one_by_one(
     for enquiry in (bulk, single):
         Document.objects.create(enquiry=enquiry, document_id="lease", version="2")
     with transaction.atomic():
-        documents = list(Document.objects.filter(enquiry=bulk))
-        services.propose_receipt_work(bulk, new=True, documents=documents)
+        services.propose_receipt_work(bulk)
     with transaction.atomic():
         for action, payload, revision, detail, reason in services._receipt_specs(
             single, list(Document.objects.filter(enquiry=single))
@@ -181,7 +180,7 @@ def test_receipt_bulk_insert_rolls_back_whole(make_enquiry, integrations):
     enquiry = make_enquiry()
     counts = (Operation.objects.count(), OrmQ.objects.count(), JournalEntry.objects.count())
     with pytest.raises(ZeroDivisionError), transaction.atomic():
-        services.propose_receipt_work(enquiry, new=True, documents=[])
+        services.propose_receipt_work(enquiry)
         1 / 0  # noqa: B018
     assert (
         Operation.objects.count(),
