@@ -139,6 +139,9 @@ SECURE = env_bool("SECURE", not DEBUG and not TESTING)
 SESSION_COOKIE_SECURE = SECURE
 CSRF_COOKIE_SECURE = SECURE
 SECURE_SSL_REDIRECT = SECURE
+# A load balancer probes each node over plain HTTP, and a redirect is not an answer: /healthz
+# says how the node is on either scheme (it shows no data and sets no cookie).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if SECURE else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
 SECURE_HSTS_PRELOAD = SECURE

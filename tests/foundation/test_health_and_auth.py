@@ -13,6 +13,15 @@ def test_healthz_reports_database_and_queue(client, db):
     assert body["queue"] == "ok"
 
 
+def test_healthz_answers_plain_http_where_everything_else_is_redirected(client, db, settings):
+    # SECURE=1 behind a TLS proxy: a load balancer's probe over plain HTTP still gets the health.
+    settings.SECURE_SSL_REDIRECT = True
+    assert client.get("/healthz").status_code == 200
+    redirected = client.get("/accounts/login/")
+    assert redirected.status_code == 301
+    assert redirected["Location"].startswith("https://")
+
+
 def test_healthz_refuses_post(client, db):
     assert client.post("/healthz").status_code == 405
 
