@@ -572,7 +572,13 @@ class Soak:
             for pk, e in enquiries.items()
             if pk not in approved_enquiries and e.state not in ("rejected",)
         ]
-        invisible += [f"{ref}: never reached approval" for ref in not_approved]
+        # A receipt no worker took up (ledger.receipt) leaves its enquiry short of approval too;
+        # said as such, so the count names the cause.
+        pending = {e.reference for e in enquiries.values() if e.receipt_pending}
+        invisible += [f"{ref}: receipt never taken up" for ref in sorted(pending)]
+        invisible += [
+            f"{ref}: never reached approval" for ref in not_approved if ref not in pending
+        ]
         duplicates = sum(n - 1 for ref, n in by_reference.items() if ref in soak_refs and n > 1)
         records = sum(n for ref, n in by_reference.items() if ref in soak_refs)
         return {
@@ -610,8 +616,9 @@ class Soak:
 
     def run(self) -> dict:
         started = time.monotonic()
-        self.setup()
         try:
+            # Inside the try: a setup that fails half-way still stops what it started.
+            self.setup()
             threads = [
                 threading.Thread(target=self.approve_loop, name="approver"),
                 threading.Thread(target=self.fault_loop, name="faults"),
