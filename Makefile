@@ -38,7 +38,8 @@ soak: $(VENV)/.installed
 screenshots: $(VENV)/.installed
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser.py -k screenshots
 
-drill: $(VENV)/.installed
+drill: $(VENV)/.installed .env
+	$(PY) manage.py migrate --noinput
 	$(PY) manage.py drill
 
 clean:

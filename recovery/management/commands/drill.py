@@ -45,6 +45,7 @@ class Command(BaseCommand):
         unknown = set(case) - {s.key for s in CASES}
         if unknown:
             raise CommandError(f"No such case: {', '.join(sorted(unknown))}.")
+        _require_migrated()
         restore_signals = install_stop_handlers()
         started_at = timezone.now()
         drill = Drill(out=self.stdout, force_sandbox=sandbox)
@@ -84,3 +85,17 @@ class Command(BaseCommand):
         if passed != len(results) or not results:
             raise CommandError(f"Drill failed: {summary}. Report: {drill.dir / 'report.html'}")
         self.stdout.write(self.style.SUCCESS(f"Drill passed: {summary}."))
+
+
+def _require_migrated():
+    """The drill records its evidence in this database: say so plainly if it is not ready."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if pending:
+        raise CommandError(
+            f"The database has {len(pending)} unapplied migration(s): run "
+            "`python manage.py migrate` first (make drill does)."
+        )
