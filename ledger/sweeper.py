@@ -43,6 +43,7 @@ class SweepReport:
     executions_enqueued: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
     receipts_taken_up: list[str] = field(default_factory=list)
+    receipts_failed: list[str] = field(default_factory=list)
 
     def as_dict(self):
         return {k: list(v) for k, v in self.__dict__.items()}
@@ -53,7 +54,8 @@ class SweepReport:
             f"{len(self.reconciles_enqueued)} reconcile(s) enqueued, "
             f"{len(self.executions_enqueued)} execution(s) re-enqueued, "
             f"{len(self.held)} held for a paused integration, "
-            f"{len(self.receipts_taken_up)} receipt(s) taken up"
+            f"{len(self.receipts_taken_up)} receipt(s) taken up, "
+            f"{len(self.receipts_failed)} receipt(s) that could not be"
         )
 
     def __bool__(self):
@@ -87,8 +89,18 @@ def sweep(*, actor=None) -> SweepReport:
                 gone = not _recent(created)
             else:
                 gone = RECEIPT not in live.get(str(enquiry_id), ())
-            if gone and receipt.take_up(enquiry_id, skip_locked=True):
-                report.receipts_taken_up.append(str(enquiry_id))
+            if not gone:
+                continue
+            try:
+                if receipt.take_up(enquiry_id, skip_locked=True):
+                    report.receipts_taken_up.append(str(enquiry_id))
+            except Exception:
+                # One receipt that cannot be proposed must not stop the sweep's other steps; it
+                # stays pending, is tried again next sweep, and shows in /metrics meanwhile.
+                logger.exception(
+                    "sweep: the receipt of enquiry %s could not be taken up", enquiry_id
+                )
+                report.receipts_failed.append(str(enquiry_id))
 
     # 1. In flight with nobody there any more.
     in_flight = Operation.objects.filter(state=Op.SUBMITTED).values_list(

@@ -271,6 +271,7 @@ RUNBOOKS = {
     "document-access": "A document cannot be read",
     "needs-information": "Waiting for the customer's information",
     "unresolved-classification": "Classification unresolved",
+    "receipt-pending": "Receipts not taken up by a worker",
     "pause-procedure": "Pausing and resuming an integration",
     "queue-owners": "Who owns which queue",
 }

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, F, Max, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, F, Max, Min, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -56,6 +56,8 @@ class Figures:
     duplicates_attempted: int = 0
     duplicates_prevented: int = 0
     unresolved_submissions: dict = field(default_factory=dict)
+    receipts_pending: int = 0
+    receipt_oldest: datetime | None = None
     median_recovery: timedelta | None = None
     recoveries: int = 0
     completed: int = 0
@@ -241,6 +243,11 @@ def figures(now=None) -> Figures:
     )
     result.unresolved_submissions.setdefault(Op.UNKNOWN, 0)
     result.unresolved_submissions.setdefault(Op.FAILED, 0)
+    # The partial index enquiry_receipt_pending holds only these rows.
+    pending = Enquiry.objects.filter(receipt_pending=True).aggregate(
+        n=Count("pk"), oldest=Min("created_at")
+    )
+    result.receipts_pending, result.receipt_oldest = pending["n"], pending["oldest"]
     result.median_recovery, result.recoveries = manual_recovery(now)
     completed = Enquiry.objects.filter(state=EnquiryState.CONFIRMED).aggregate(
         total=Count("pk"), week=Count("pk", filter=Q(closed_at__gte=now - timedelta(days=7)))
@@ -282,6 +289,17 @@ class ConsoleCollector:
         yield unresolved
         yield GaugeMetricFamily(
             "handover_queue_items", "Items waiting for a person.", value=f.queue_total
+        )
+        yield GaugeMetricFamily(
+            "handover_receipts_pending",
+            "Enquiries whose receipt work no worker has proposed yet.",
+            value=f.receipts_pending,
+        )
+        yield GaugeMetricFamily(
+            "handover_receipt_pending_oldest_age_seconds",
+            "Age of the oldest enquiry whose receipt work is not proposed (0 when none): "
+            "more than a few minutes means no cluster is running, or a receipt keeps failing.",
+            value=(f.now - f.receipt_oldest).total_seconds() if f.receipt_oldest else 0.0,
         )
         yield GaugeMetricFamily(
             "handover_queue_overdue_items",

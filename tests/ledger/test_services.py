@@ -406,6 +406,29 @@ def test_sweeper_takes_up_a_receipt_whose_task_was_lost(
     assert not sweep()
 
 
+def test_a_receipt_that_cannot_be_taken_up_does_not_stop_the_sweep(
+    make_enquiry, approved_enquiry, integrations, sandbox, run_queue, capsys
+):
+    # Its attachment list names a document ID longer than the column: proposing it fails in
+    # PostgreSQL, every time. Intake refuses such a payload; the sweeper must survive it anyway.
+    broken = make_enquiry(receipt_pending=True, documents=[{"id": "x" * 300, "version": "1"}])
+    good = make_enquiry(receipt_pending=True)
+    _, lost = approved_enquiry()
+    OrmQ.objects.all().delete()  # every task lost: the receipts' and the approved write's
+    call_command("recover")
+    out = capsys.readouterr().out
+    assert "1 receipt(s) taken up, 1 receipt(s) that could not be" in out
+    assert "1 execution(s) re-enqueued" in out  # the steps after the failure still ran
+    broken.refresh_from_db()
+    good.refresh_from_db()
+    assert (broken.receipt_pending, good.receipt_pending) == (True, False)
+    assert not Operation.objects.filter(enquiry=broken).exists()  # nothing half-written
+    run_queue()
+    assert refreshed(lost).state == Op.CONFIRMED
+    assert crm_records(sandbox) == 1
+    assert sandbox.stats()["notify"]["by_reference"] == {good.reference: 1}
+
+
 def _receipt_task_row(enquiry):
     from django_q.signing import SignedPackage
 

@@ -41,6 +41,23 @@ def test_metrics_reads_the_database_at_scrape_time(story, client_for, people):
     assert ("handover_classification_suggestions", (("outcome", "accepted"),)) in after
 
 
+def test_metrics_show_receipts_no_worker_has_taken_up(story, client_for):
+    from intake.models import Enquiry
+
+    client = client_for("admin")
+    before = samples(client.get("/metrics").content.decode())
+    assert before[("handover_receipts_pending", ())] == 0
+    assert before[("handover_receipt_pending_oldest_age_seconds", ())] == 0
+    stuck, fresh = story.enquiry("validated"), story.enquiry("validated")
+    Enquiry.objects.filter(pk=stuck.pk).update(
+        receipt_pending=True, created_at=timezone.now() - timedelta(minutes=10)
+    )
+    Enquiry.objects.filter(pk=fresh.pk).update(receipt_pending=True)
+    after = samples(client.get("/metrics").content.decode())
+    assert after[("handover_receipts_pending", ())] == 2
+    assert 600 - 5 <= after[("handover_receipt_pending_oldest_age_seconds", ())] < 700
+
+
 def test_scrapers_need_the_token(client, db):
     assert client.get("/metrics").status_code == 401
     with override_settings(METRICS_TOKEN="s3cret"):
