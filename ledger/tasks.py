@@ -1,6 +1,7 @@
 """django-q2 task functions: thin, ID-only (never personal data), safe to run twice.
 
-Each first claims its row (ledger.execution); a redelivered or duplicate task finds nothing to
+Each first claims its row (ledger.execution; the receipt's task, its enquiry's
+``receipt_pending`` marker, ledger.receipt); a redelivered or duplicate task finds nothing to
 claim and returns quietly. Results are not stored (save_limit -1): the ledger is the record.
 """
 

@@ -2,8 +2,9 @@
 
 An enquiry with distinctive personal values goes in through the signed endpoint; the ledger
 proposes its operations (and, once approved, the CRM write). Every django-q2 row is decoded and
-every log record read: none may carry those values. Tasks carry operation IDs only; the journal
-is never redacted (append-only), so it must not hold them either.
+every log record read: none may carry those values. Tasks carry operation IDs only (the
+receipt's task, which comes before any operation, its enquiry's ID); the journal is never
+redacted (append-only), so it must not hold them either.
 """
 
 import json
