@@ -111,3 +111,35 @@ def test_a_case_that_fails_makes_the_exit_code_non_zero(tmp_path):
     assert case["passed"] is False
     assert "not run" in case["observed"] and "only the sandbox allows" in case["observed"]
     assert Integration.objects.filter(base_url="http://127.0.0.1:9").count() == 4
+
+
+@pytest.mark.django_db
+def test_the_drill_refuses_an_unmigrated_database_plainly():
+    """A real empty database on the test server: no traceback, one line saying what to run."""
+    from django.db import connection
+
+    from config.db import connection_url
+
+    name = f"{connection.settings_dict['NAME']}_empty"
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    try:
+        env = {
+            **os.environ,
+            "DATABASE_URL": connection_url({**connection.settings_dict, "NAME": name}),
+        }
+        finished = subprocess.run(
+            [sys.executable, "manage.py", "drill"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert finished.returncode != 0
+    assert "unapplied migration(s): run `python manage.py migrate` first" in finished.stderr
+    assert "Traceback" not in finished.stderr
