@@ -194,11 +194,11 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult | None:
     Revision.objects.create(
         enquiry=enquiry, number=1, fields=payload.revision_fields(), origin="intake", created_at=now
     )
-    documents = Document.objects.bulk_create(
+    Document.objects.bulk_create(
         Document(enquiry=enquiry, document_id=d["id"], version=d["version"])
         for d in payload.documents
     )
-    signals.enquiry_received.send(sender=Enquiry, enquiry=enquiry, event=event, documents=documents)
+    signals.enquiry_received.send(sender=Enquiry, enquiry=enquiry, event=event)
     return IntakeResult(202, _accepted_body(enquiry, duplicate=False))
 
 

@@ -7,7 +7,7 @@ queueing the receipt's task, proposing or cancelling operations) commit or roll 
 from django.dispatch import Signal
 
 # An enquiry was received and validated, in the transaction that created it. kwargs: enquiry,
-# event, documents (the Document rows stored with it).
+# event.
 enquiry_received = Signal()
 
 # Revision N+1 of an enquiry was made (an edit); any approval of an older revision is void.

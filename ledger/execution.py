@@ -171,21 +171,6 @@ def read_operation(op_id, **filters):
     return op
 
 
-def integrations_named(names) -> dict:
-    """{name: Integration} for these names, in one written-out statement: what
-    ``Integration.objects.in_bulk(names, field_name="name")`` returns, without compiling a
-    queryset on the receipt's hot path (docs/benchmarks.md, round five)."""
-    integrations = _readers()[2]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {integrations.columns} FROM ledger_integration integration"
-            " WHERE integration.name = ANY(%s)",
-            [list(names)],
-        )
-        rows = [integrations.read(row, 0) for row in cursor.fetchall()]
-    return {row.name: row for row in rows}
-
-
 def _clear_lease(op):
     op.lease_owner = ""
     op.lease_expires_at = None

@@ -15,7 +15,7 @@ logger = logging.getLogger("ledger.receivers")
 
 
 @receiver(signals.enquiry_received, dispatch_uid="ledger.enquiry_received")
-def enquiry_received(sender, enquiry, documents=None, **kwargs):
+def enquiry_received(sender, enquiry, **kwargs):
     from ledger.queueing import enqueue_receipt
 
     # Sent inside intake's transaction: a worker takes the receipt's work up (ledger.receipt).

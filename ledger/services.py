@@ -19,7 +19,7 @@ from django_fsm import TransitionNotAllowed
 from intake.models import Document, Enquiry, EnquiryState
 from intake.workflow import actor_label, system_actor
 from ledger import failpoints, journal
-from ledger.execution import integrations_named, lock_operation, schedule_reconcile
+from ledger.execution import lock_operation, schedule_reconcile
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration, Op, Operation, payload_hash
 from ledger.policies import (
@@ -251,7 +251,7 @@ def propose_receipt_work(enquiry, *, actor=LEDGER):
     specs = _receipt_specs(enquiry, documents)
     known = set(Operation.objects.filter(enquiry=enquiry).values_list("idempotency_key", flat=True))
     names = {policy_for(spec[0]).integration for spec in specs} - {None, ""}
-    integrations = integrations_named(names) if names else {}
+    integrations = Integration.objects.in_bulk(names, field_name="name") if names else {}
     ops, fresh = [], []
     with journal.deferred(), batched():
         for action, payload, revision, detail, reason in specs:

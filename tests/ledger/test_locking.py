@@ -12,8 +12,8 @@ import pytest
 from django.db import OperationalError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from ledger.execution import integrations_named, lock_operation
-from ledger.models import Integration, Op, Operation
+from ledger.execution import lock_operation
+from ledger.models import Op, Operation
 from tests.ledger.factories import make_operation
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -119,21 +119,6 @@ def test_one_statement_reads_the_enquiry_the_operation_and_its_integration(opera
     assert isinstance(op.pk, uuid.UUID) and op.created_at.tzinfo is not None
     assert enquiry.pk == operation.enquiry_id and enquiry.reference == operation.enquiry.reference
     assert not op._state.adding and op._state.db == "default"
-
-
-def test_integrations_named_reads_what_in_bulk_does(integrations):
-    Integration.objects.filter(name="notify").update(paused=True, pause_reason="provider down")
-    names = ["crm", "notify", "no-such-integration"]
-    with CaptureQueriesContext(connection) as queries:
-        read = integrations_named(names)
-    assert len(queries.captured_queries) == 1
-    expected = Integration.objects.in_bulk(names, field_name="name")
-    assert read.keys() == expected.keys() == {"crm", "notify"}
-    for name, row in expected.items():
-        for field in Integration._meta.concrete_fields:
-            assert getattr(read[name], field.attname) == getattr(row, field.attname), field.name
-    assert read["notify"].paused and not read["crm"].paused
-    assert not read["crm"]._state.adding and read["crm"]._state.db == "default"
 
 
 def test_the_rows_read_save_as_loaded_rows_do(operation):
