@@ -13,6 +13,7 @@ overwritten by a restart.
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 
 from config.env import env_bool, env_float, env_int, env_str
 from ledger.kinds import HANDOVER, KINDS
@@ -72,8 +73,10 @@ def environment_kind(name: str) -> str:
 def ensure_integrations():
     """Create a row per integration from the environment; never overwrite edits."""
     rows = {}
-    for name, _label in Integration.NAMES:
-        rows[name], _ = Integration.objects.get_or_create(
-            name=name, defaults=defaults_from_environment(name)
-        )
+    # All or none: a bad variable for one integration leaves no half-seeded set behind.
+    with transaction.atomic():
+        for name, _label in Integration.NAMES:
+            rows[name], _ = Integration.objects.get_or_create(
+                name=name, defaults=defaults_from_environment(name)
+            )
     return rows
