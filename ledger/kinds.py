@@ -113,7 +113,7 @@ def _call_problem(integration, exc: ConnectorError, what: str) -> str:
                 f"{where} did not answer {what} within {integration.timeout_seconds:g}s "
                 f"({exc.message}). Is it overloaded, or is the timeout too short?"
             )
-        return f"Cannot reach {where} ({exc.message}). Check the address and that it is running."
+        return f"Cannot reach {where}: {_why_unreachable(exc.message)}."
     if exc.kind is ErrorKind.AUTH:
         return (
             f"{where} refused Handover's credentials ({_said(exc)}). Check the integration's "
@@ -122,6 +122,22 @@ def _call_problem(integration, exc: ConnectorError, what: str) -> str:
     if exc.status == 404:
         return f"{where} has no {what} ({_said(exc)}): is the address the destination's API root?"
     return f"{where} refused {what}: {_said(exc)}"
+
+
+def _why_unreachable(detail: str) -> str:
+    # requests' text names every layer of the failure; an admin needs the cause.
+    causes = [
+        ("Connection refused", "nothing is listening at that address and port"),
+        ("NameResolution", "the host name does not resolve"),
+        ("Name or service not known", "the host name does not resolve"),
+        ("No route to host", "no network route to that host"),
+        ("connect timeout", "no connection could be made in time (a firewall, or a wrong host?)"),
+        ("ConnectTimeout", "no connection could be made in time (a firewall, or a wrong host?)"),
+    ]
+    for marker, words in causes:
+        if marker in detail:
+            return f"{words}. Check the address, and that the destination is running"
+    return f"{detail[:200]}. Check the address, and that the destination is running"
 
 
 def _probe_reference() -> str:

@@ -187,7 +187,10 @@ def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destina
 @pytest.mark.parametrize(
     ("answers", "words"),
     [
-        ([ConnectorError(ErrorKind.TRANSIENT, "not connected: refused")], "Cannot reach"),
+        (
+            [ConnectorError(ErrorKind.TRANSIENT, "not connected: [Errno 111] Connection refused")],
+            "Cannot reach http://bottlecrm.test: nothing is listening at that address and port",
+        ),
         (
             [(403, {"detail": "Organization context is required."})],
             "refused Handover's credentials (403: Organization context is required.)",
