@@ -208,18 +208,10 @@ def test_compensation_closes_the_case(crm_row, bottlecrm, approved, crm_owner):
 # --- a BottleCRM where nobody defined the custom field ------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def bottlecrm_without_field():
-    from harness.bottlecrm import BottleCrm
-
-    with BottleCrm(custom_field=False, progress=None) as crm:
-        yield crm
-
-
 def test_without_the_custom_field_the_check_says_so_and_a_create_is_not_confirmed(
-    db, bottlecrm_without_field, crm_owner, approved
+    db, bottlecrm_without_custom_field, crm_owner, approved
 ):
-    crm = bottlecrm_without_field
+    crm = bottlecrm_without_custom_field
     point_crm_at(crm, owner=crm_owner)
 
     code, out = check()

@@ -125,6 +125,10 @@ def test_a_200_that_does_not_echo_the_reference_waits_for_a_person_with_the_case
     assert "retry" not in allowed_actions(op, op.integration.owner)  # a retry makes a second
     assert op.owner == op.integration.owner
     assert len(destination.posts()) == 1
+    from recovery.explain import external_change, safe_now
+
+    assert "made c-lost, but without Handover's reference" in external_change(op)
+    assert safe_now(op).startswith("Open c-lost in ")
 
 
 def test_name_already_exists_is_uncertain_and_reconciles_to_the_existing_case(
