@@ -58,7 +58,7 @@ def _failure_kind(op) -> str:
     """transient, invalid, auth, duplicate, lookup, or '' from the operation's evidence."""
     if op.attention == "duplicate_records":
         return "duplicate"
-    if op.attention in ("lookup_unavailable", "lookup_failed"):
+    if op.attention in ("lookup_unavailable", "lookup_failed", "reference_not_stored"):
         return "lookup"
     if op.attention in ("invalid", "payload_mismatch"):
         return "invalid"
