@@ -174,7 +174,9 @@ class ProxyState:
 
     def count(self, keys: list[str], what: str) -> None:
         with self.lock:
-            for counters in (self.total, *(self.counters[key] for key in keys)):
+            # A reset while the request was held may have dropped a pattern's counters.
+            present = [self.counters[key] for key in keys if key in self.counters]
+            for counters in (self.total, *present):
                 setattr(counters, what, getattr(counters, what) + 1)
 
     def clear_faults(self) -> None:
