@@ -196,7 +196,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if fault is None:
             self.relay(self.forward(target, body, keys))
             return
-        logger.info("fault %s/%s fires on %s %s", fault.target, fault.mode, self.command, target)
+        logger.info("fault %s on %r fires: %s %s", fault.mode, fault.target, self.command, target)
         mode = fault.mode
         if mode in ERROR_FAULTS:
             status, code = ERROR_FAULTS[mode]
@@ -488,7 +488,10 @@ def serve(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    server = FaultProxyServer(upstream, host, port, targets, upstream_timeout)
+    try:
+        server = FaultProxyServer(upstream, host, port, targets, upstream_timeout)
+    except OSError as exc:
+        raise SystemExit(f"fault proxy: cannot listen on {host}:{port}: {exc}") from None
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     print(f"fault proxy listening on {server.url} -> {server.upstream.url}", flush=True)
@@ -496,7 +499,7 @@ def serve(
         server.serve_forever(poll_interval=0.2)
     finally:
         server.server_close()
-    logger.info("fault proxy stopped")
+        logger.info("fault proxy stopped; requests it was holding are dropped")
 
 
 def parse_targets(values: Sequence[str]) -> dict[str, str]:
@@ -540,7 +543,4 @@ def main(argv: Sequence[str] | None = None) -> None:
         Upstream.parse(args.upstream)
     except ValueError as exc:
         parser.error(str(exc))
-    try:
-        serve(args.upstream, args.host, args.port, targets, args.upstream_timeout)
-    except OSError as exc:
-        parser.exit(1, f"fault proxy: cannot listen on {args.host}:{args.port}: {exc}\n")
+    serve(args.upstream, args.host, args.port, targets, args.upstream_timeout)
