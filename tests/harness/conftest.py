@@ -3,7 +3,7 @@
 - ``sandbox``: the sandbox as a process with a bearer token (one per module, reset per test).
 - ``proxy``: a ``FaultProxy`` process in front of it, with the CRM targets named (one per
   module; faults, counters and holds cleared per test).
-- ``client``: a ``requests`` session that sends the sandbox's token.
+- ``caller``: a ``requests`` session that sends the sandbox's token.
 """
 
 import pytest
@@ -53,7 +53,7 @@ def proxy(proxy_process, sandbox):
 
 
 @pytest.fixture
-def client():
+def caller():
     with requests.Session() as session:
         session.trust_env = False  # local calls never go through an environment proxy
         session.headers["Authorization"] = f"Bearer {TOKEN}"

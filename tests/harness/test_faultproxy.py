@@ -26,8 +26,8 @@ pytestmark = pytest.mark.slow  # every test starts or uses real processes
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def create(client, proxy, reference, timeout=10.0, **kwargs):
-    return client.post(
+def create(caller, proxy, reference, timeout=10.0, **kwargs):
+    return caller.post(
         proxy.url + "/crm/enquiries", json={"reference": reference}, timeout=timeout, **kwargs
     )
 
@@ -48,15 +48,15 @@ def wait_for(predicate, message):
 # -- plain forwarding --------------------------------------------------------------------------
 
 
-def test_a_plain_forward_returns_the_upstreams_own_answer(sandbox, proxy, client):
-    created = client.post(
+def test_a_plain_forward_returns_the_upstreams_own_answer(sandbox, proxy, caller):
+    created = caller.post(
         proxy.url + "/crm/enquiries", json={"reference": "R-PLAIN", "name": "Ada"}, timeout=10
     )
     assert created.status_code == 201
     record_id = created.json()["id"]
 
-    direct = client.get(f"{sandbox.url}/crm/enquiries/{record_id}", timeout=10)
-    via = client.get(f"{proxy.url}/crm/enquiries/{record_id}", timeout=10)
+    direct = caller.get(f"{sandbox.url}/crm/enquiries/{record_id}", timeout=10)
+    via = caller.get(f"{proxy.url}/crm/enquiries/{record_id}", timeout=10)
     assert via.status_code == direct.status_code == 200
     assert via.content == direct.content
     assert via.json()["data"] == {"reference": "R-PLAIN", "name": "Ada"}  # the body went as sent
@@ -66,7 +66,7 @@ def test_a_plain_forward_returns_the_upstreams_own_answer(sandbox, proxy, client
     }
     assert via.headers["X-Sandbox-Pid"] == str(sandbox.pid)  # answered by the upstream
 
-    found = client.get(proxy.url + "/crm/enquiries", params={"reference": "R-PLAIN"}, timeout=10)
+    found = caller.get(proxy.url + "/crm/enquiries", params={"reference": "R-PLAIN"}, timeout=10)
     assert [r["id"] for r in found.json()["results"]] == [record_id]  # the query went too
 
     assert records(sandbox, "R-PLAIN") == 1
@@ -215,10 +215,10 @@ def test_keep_alive_and_connection_close_are_honoured(sandbox, proxy):
     ],
 )
 def test_error_modes_answer_without_forwarding(
-    sandbox, proxy, client, mode, retry_after, status, error, expected_retry_after
+    sandbox, proxy, caller, mode, retry_after, status, error, expected_retry_after
 ):
     proxy.fault("crm.create", mode, retry_after=retry_after)
-    answer = create(client, proxy, "R-ERR")
+    answer = create(caller, proxy, "R-ERR")
     assert answer.status_code == status
     assert answer.json() == {"error": error, "detail": f"fault proxy: {mode}"}
     assert answer.headers["X-Fault-Proxy-Pid"] == str(proxy.pid)
@@ -229,7 +229,7 @@ def test_error_modes_answer_without_forwarding(
     assert records(sandbox, "R-ERR") == 0
     assert proxy.stats()["targets"]["crm.create"]["faulted"] == {mode: 1}
 
-    assert create(client, proxy, "R-ERR").status_code == 201  # one call only
+    assert create(caller, proxy, "R-ERR").status_code == 201  # one call only
     assert records(sandbox, "R-ERR") == 1
 
 
@@ -237,24 +237,24 @@ def test_error_modes_answer_without_forwarding(
 
 
 def test_reset_before_commit_resets_the_connection_and_nothing_reaches_the_upstream(
-    sandbox, proxy, client
+    sandbox, proxy, caller
 ):
     proxy.fault("crm.create", "reset_before_commit")
     with pytest.raises(requests.ConnectionError) as dropped:
-        create(client, proxy, "R-RESET")
+        create(caller, proxy, "R-RESET")
     assert "reset" in str(dropped.value).lower()
     assert creates_received(sandbox) == 0
     assert records(sandbox, "R-RESET") == 0
     assert proxy.stats()["targets"]["crm.create"]["forwarded"] == 0
-    assert create(client, proxy, "R-RESET").status_code == 201
+    assert create(caller, proxy, "R-RESET").status_code == 201
 
 
 def test_drop_after_forward_closes_without_an_answer_after_the_upstream_committed(
-    sandbox, proxy, client
+    sandbox, proxy, caller
 ):
     proxy.fault("crm.create", "drop_after_forward")
     with pytest.raises(requests.ConnectionError) as dropped:
-        create(client, proxy, "R-DROP")
+        create(caller, proxy, "R-DROP")
     assert "without response" in str(dropped.value)
     # The proxy drops the caller only once the upstream has answered: the record is there now.
     assert records(sandbox, "R-DROP") == 1
@@ -263,27 +263,27 @@ def test_drop_after_forward_closes_without_an_answer_after_the_upstream_committe
     assert (target["forwarded"], target["faulted"]) == (1, {"drop_after_forward": 1})
 
 
-def test_hold_keeps_the_answer_past_the_callers_timeout(sandbox, proxy, client):
+def test_hold_keeps_the_answer_past_the_callers_timeout(sandbox, proxy, caller):
     proxy.fault("crm.create", "hold")
     with pytest.raises(requests.ReadTimeout):
-        create(client, proxy, "R-HOLD", timeout=1)
+        create(caller, proxy, "R-HOLD", timeout=1)
     wait_for(lambda: records(sandbox, "R-HOLD") == 1, "the held create committed upstream")
     wait_for(lambda: proxy.stats()["in_flight"] == 0, "the hold ended when the caller hung up")
     assert creates_received(sandbox) == 1
 
 
-def test_hold_with_a_delay_closes_on_a_patient_caller_without_an_answer(sandbox, proxy, client):
+def test_hold_with_a_delay_closes_on_a_patient_caller_without_an_answer(sandbox, proxy, caller):
     proxy.fault("crm.create", "hold", delay_ms=200)
     with pytest.raises(requests.ConnectionError) as dropped:
-        create(client, proxy, "R-HOLD-D", timeout=30)
+        create(caller, proxy, "R-HOLD-D", timeout=30)
     assert "without response" in str(dropped.value)
     assert records(sandbox, "R-HOLD-D") == 1
 
 
-def test_late_reaches_the_upstream_only_after_the_caller_gave_up(sandbox, proxy, client):
+def test_late_reaches_the_upstream_only_after_the_caller_gave_up(sandbox, proxy, caller):
     proxy.fault("crm.create", "late")  # no delay: held until released
     with pytest.raises(requests.ReadTimeout):
-        create(client, proxy, "R-LATE", timeout=1)
+        create(caller, proxy, "R-LATE", timeout=1)
     wait_for(lambda: proxy.stats()["held"] == 1, "the late request held")
     assert creates_received(sandbox) == 0
     assert records(sandbox, "R-LATE") == 0
@@ -294,31 +294,31 @@ def test_late_reaches_the_upstream_only_after_the_caller_gave_up(sandbox, proxy,
     assert proxy.stats()["targets"]["crm.create"]["forwarded"] == 1
 
 
-def test_late_with_a_delay_arrives_by_itself_after_the_caller_hung_up(sandbox, proxy, client):
+def test_late_with_a_delay_arrives_by_itself_after_the_caller_hung_up(sandbox, proxy, caller):
     proxy.fault("crm.create", "late", delay_ms=300)
     with pytest.raises(requests.ReadTimeout):
-        create(client, proxy, "R-LATE-D", timeout=1)
+        create(caller, proxy, "R-LATE-D", timeout=1)
     wait_for(lambda: records(sandbox, "R-LATE-D") == 1, "the late create to arrive")
     assert creates_received(sandbox) == 1
 
 
 def test_timeout_after_commit_times_the_caller_out_yet_answers_a_patient_one(
-    sandbox, proxy, client
+    sandbox, proxy, caller
 ):
     proxy.fault("crm.create", "timeout_after_commit", delay_ms=3000)
     with pytest.raises(requests.ReadTimeout):
-        create(client, proxy, "R-TAC", timeout=1)
+        create(caller, proxy, "R-TAC", timeout=1)
     wait_for(lambda: records(sandbox, "R-TAC") == 1, "the create committed upstream")
 
     proxy.fault("crm.create", "timeout_after_commit", delay_ms=200)
-    patient = create(client, proxy, "R-TAC-2", timeout=30)
+    patient = create(caller, proxy, "R-TAC-2", timeout=30)
     assert patient.status_code == 201
     assert patient.json()["reference"] == "R-TAC-2"
 
 
-def test_latency_delays_then_answers_normally(sandbox, proxy, client):
+def test_latency_delays_then_answers_normally(sandbox, proxy, caller):
     proxy.fault("crm.create", "latency", delay_ms=100)
-    assert create(client, proxy, "R-LAT").status_code == 201
+    assert create(caller, proxy, "R-LAT").status_code == 201
     assert records(sandbox, "R-LAT") == 1
     assert proxy.stats()["targets"]["crm.create"]["faulted"] == {"latency": 1}
 
@@ -408,18 +408,18 @@ def test_a_plain_forward_through_handovers_wrapper_succeeds(sandbox, proxy):
 # -- targets, counts, order, control API -------------------------------------------------------
 
 
-def test_a_target_matches_its_method_and_exact_path_a_star_matches_a_prefix(sandbox, proxy, client):
-    record_id = create(client, proxy, "R-T").json()["id"]
+def test_a_target_matches_its_method_and_exact_path_a_star_matches_a_prefix(sandbox, proxy, caller):
+    record_id = create(caller, proxy, "R-T").json()["id"]
     proxy.fault("POST /crm/enquiries", "error_503", count=3)
-    assert client.get(proxy.url + "/crm/enquiries?reference=R-T", timeout=10).status_code == 200
+    assert caller.get(proxy.url + "/crm/enquiries?reference=R-T", timeout=10).status_code == 200
     close = f"{proxy.url}/crm/enquiries/{record_id}/close"
-    assert client.post(close, json={}, timeout=10).status_code == 200  # not the exact path
+    assert caller.post(close, json={}, timeout=10).status_code == 200  # not the exact path
     assert proxy.clear_faults() == {"faults_pending": []}
 
     proxy.fault("crm.close", "error_503")  # named: "POST /crm/enquiries/*"
-    assert client.post(close, json={}, timeout=10).status_code == 503
+    assert caller.post(close, json={}, timeout=10).status_code == 503
     proxy.fault("* /crm/*", "error_422")
-    assert client.get(proxy.url + "/crm/enquiries?reference=R-T", timeout=10).status_code == 422
+    assert caller.get(proxy.url + "/crm/enquiries?reference=R-T", timeout=10).status_code == 422
 
     stats = proxy.stats()["targets"]
     assert stats["crm.close"]["faulted"] == {"error_503": 1}
@@ -428,12 +428,12 @@ def test_a_target_matches_its_method_and_exact_path_a_star_matches_a_prefix(sand
     # A pattern counts from when a fault was first armed on it; from then on a named target
     # and its pattern count the same requests.
     assert (stats["POST /crm/enquiries"]["seen"], stats["crm.create"]["seen"]) == (0, 1)
-    create(client, proxy, "R-T2")
+    create(caller, proxy, "R-T2")
     stats = proxy.stats()["targets"]
     assert (stats["POST /crm/enquiries"]["seen"], stats["crm.create"]["seen"]) == (1, 2)
 
 
-def test_faults_fire_for_the_next_count_requests_in_the_order_armed(sandbox, proxy, client):
+def test_faults_fire_for_the_next_count_requests_in_the_order_armed(sandbox, proxy, caller):
     proxy.fault("crm.create", "error_503", count=2)
     proxy.fault("POST /crm/enquiries", "error_422")
     pending = proxy.faults()
@@ -441,17 +441,17 @@ def test_faults_fire_for_the_next_count_requests_in_the_order_armed(sandbox, pro
         ("crm.create", "error_503", 2),
         ("POST /crm/enquiries", "error_422", 1),
     ]
-    statuses = [create(client, proxy, "R-ORDER").status_code for _ in range(4)]
+    statuses = [create(caller, proxy, "R-ORDER").status_code for _ in range(4)]
     assert statuses == [503, 503, 422, 201]
     assert proxy.faults() == []
     assert creates_received(sandbox) == 1
     assert proxy.stats()["targets"]["crm.create"]["faulted"] == {"error_422": 1, "error_503": 2}
 
 
-def test_clear_and_reset(sandbox, proxy, client):
+def test_clear_and_reset(sandbox, proxy, caller):
     proxy.fault("crm.create", "error_503", count=5)
     proxy.clear_faults()
-    assert create(client, proxy, "R-CLEAR").status_code == 201
+    assert create(caller, proxy, "R-CLEAR").status_code == 201
     assert proxy.stats()["targets"]["crm.create"]["seen"] == 1
     proxy.fault("crm.create", "error_503")
     after = proxy.reset()
@@ -482,20 +482,20 @@ def test_clear_and_reset(sandbox, proxy, client):
         ["crm.create", "error_503"],
     ],
 )
-def test_invalid_faults_are_refused(proxy, client, fault):
-    answer = client.post(proxy.url + "/_proxy/faults", json=fault, timeout=10)
+def test_invalid_faults_are_refused(proxy, caller, fault):
+    answer = caller.post(proxy.url + "/_proxy/faults", json=fault, timeout=10)
     assert answer.status_code == 400
     assert answer.json()["error"] == "invalid_fault"
     assert answer.json()["detail"]
     assert proxy.faults() == []
 
 
-def test_the_control_api_refuses_what_it_does_not_know(proxy, client):
-    bad_json = client.post(proxy.url + "/_proxy/faults", data=b"{not json", timeout=10)
+def test_the_control_api_refuses_what_it_does_not_know(proxy, caller):
+    bad_json = caller.post(proxy.url + "/_proxy/faults", data=b"{not json", timeout=10)
     assert (bad_json.status_code, bad_json.json()["error"]) == (400, "malformed_json")
-    unknown = client.get(proxy.url + "/_proxy/nothing", timeout=10)
+    unknown = caller.get(proxy.url + "/_proxy/nothing", timeout=10)
     assert (unknown.status_code, unknown.json()["error"]) == (404, "not_found")
-    wrong = client.put(proxy.url + "/_proxy/faults", timeout=10)
+    wrong = caller.put(proxy.url + "/_proxy/faults", timeout=10)
     assert wrong.status_code == 405
     assert wrong.headers["Allow"] == "DELETE, GET, POST"
     assert proxy.stats()["total"]["seen"] == 0  # control calls are never counted or forwarded
@@ -555,23 +555,23 @@ def test_start_fails_clearly_when_the_port_is_taken(tmp_path):
     assert not proxy.running
 
 
-def test_stopping_with_a_request_held_is_an_orderly_exit(sandbox_process, tmp_path, client):
-    proxy = FaultProxy(sandbox_process.url, log_path=tmp_path / "p.log").start()
-    proxy.fault("POST /crm/enquiries", "late")
+def test_stopping_with_a_request_held_is_an_orderly_exit(sandbox_process, tmp_path, caller):
     caught = []
+    with FaultProxy(sandbox_process.url, log_path=tmp_path / "p.log") as proxy:
+        proxy.fault("POST /crm/enquiries", "late")
 
-    def call():
-        try:
-            create(client, proxy, "R-STOP", timeout=30)
-        except requests.RequestException as exc:
-            caught.append(exc)
+        def call():
+            try:
+                create(caller, proxy, "R-STOP", timeout=30)
+            except requests.RequestException as exc:
+                caught.append(exc)
 
-    caller = threading.Thread(target=call)
-    caller.start()
-    wait_for(lambda: proxy.stats()["held"] == 1, "the request held")
-    child = proxy._process
-    proxy.stop()
-    caller.join()
+        waiting = threading.Thread(target=call)
+        waiting.start()
+        wait_for(lambda: proxy.stats()["held"] == 1, "the request held")
+        child = proxy._process
+        proxy.stop()
+        waiting.join()
     assert child.returncode == 0  # SIGTERM was enough
     assert isinstance(caught[0], requests.ConnectionError)
     assert sandbox_process.stats()["crm"]["by_reference"].get("R-STOP", 0) == 0
