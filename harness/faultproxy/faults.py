@@ -98,7 +98,7 @@ class Fault:
 @dataclass
 class Counters:
     seen: int = 0
-    forwarded: int = 0  # the upstream answered: it has acted on the request
+    forwarded: int = 0  # the upstream answered, whatever the status: it has had the request
     upstream_unreachable: int = 0  # could not connect: nothing was sent, the client got a 502
     upstream_lost: int = 0  # sent, no answer from the upstream: the client's connection dropped
     faulted: dict[str, int] = field(default_factory=dict)
