@@ -85,6 +85,8 @@ class FaultProxy:
             str(self.port),
             "--upstream-timeout",
             str(self.upstream_timeout),
+            "--parent-pid",
+            str(os.getpid()),
         ]
         for name, pattern in self.targets.items():
             command += ["--target", f"{name}={pattern}"]

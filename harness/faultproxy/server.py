@@ -463,13 +463,22 @@ class FaultProxyServer(ThreadingHTTPServer):
         port: int = 0,
         targets: dict[str, str] | None = None,
         upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT_SECONDS,
+        parent_pid: int | None = None,
     ) -> None:
         host = loopback_host(host)
+        self.parent_pid = parent_pid
         self.upstream = Upstream.parse(upstream)
         self.state = ProxyState(targets)
         self.upstream_timeout = upstream_timeout
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), ProxyHandler)
+
+    def service_actions(self) -> None:
+        # A test or drill that dies without stopping its proxy must not leave it listening:
+        # once the parent is gone we are re-parented, and stop.
+        if self.parent_pid is not None and os.getppid() != self.parent_pid:
+            logger.info("parent %s is gone: stopping", self.parent_pid)
+            raise SystemExit(0)
 
     @property
     def url(self) -> str:
@@ -483,13 +492,15 @@ def serve(
     port: int = 0,
     targets: dict[str, str] | None = None,
     upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT_SECONDS,
+    parent_pid: int | None = None,
 ) -> None:
-    """Serve until SIGTERM or Ctrl-C; the first line on stdout names the bound URL."""
+    """Serve until SIGTERM, Ctrl-C or (with ``parent_pid``) that parent's exit; the first line
+    on stdout names the bound URL."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        server = FaultProxyServer(upstream, host, port, targets, upstream_timeout)
+        server = FaultProxyServer(upstream, host, port, targets, upstream_timeout, parent_pid)
     except OSError as exc:
         raise SystemExit(f"fault proxy: cannot listen on {host}:{port}: {exc}") from None
     if threading.current_thread() is threading.main_thread():
@@ -536,6 +547,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=DEFAULT_UPSTREAM_TIMEOUT_SECONDS,
         help="seconds to wait for the upstream's answer (default 60)",
     )
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="stop when this process (the one that started the proxy) is gone",
+    )
     args = parser.parse_args(argv)
     try:
         targets = parse_targets(args.target)
@@ -543,4 +560,4 @@ def main(argv: Sequence[str] | None = None) -> None:
         Upstream.parse(args.upstream)
     except ValueError as exc:
         parser.error(str(exc))
-    serve(args.upstream, args.host, args.port, targets, args.upstream_timeout)
+    serve(args.upstream, args.host, args.port, targets, args.upstream_timeout, args.parent_pid)

@@ -3,8 +3,12 @@ sees it (the sandbox's own record and request counts), and as Handover's HTTP wr
 classifies it."""
 
 import ast
+import contextlib
 import http.client
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -542,8 +546,6 @@ def test_the_command_refuses_a_public_bind_before_listening():
 
 
 def test_start_fails_clearly_when_the_port_is_taken(tmp_path):
-    import socket
-
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
@@ -575,6 +577,39 @@ def test_stopping_with_a_request_held_is_an_orderly_exit(sandbox_process, tmp_pa
     assert child.returncode == 0  # SIGTERM was enough
     assert isinstance(caught[0], requests.ConnectionError)
     assert sandbox_process.stats()["crm"]["by_reference"].get("R-STOP", 0) == 0
+
+
+def test_a_proxy_whose_starter_dies_stops_by_itself(sandbox_process, tmp_path):
+    log_path = tmp_path / "p.log"
+    # The starter leaves at once, with no stop() and no clean-up, as a crashed test would.
+    code = (
+        "import os, sys; from harness.faultproxy import FaultProxy; "
+        "p = FaultProxy(sys.argv[1], log_path=sys.argv[2]).start(); "
+        "print(p.pid, p.port, flush=True); os._exit(0)"
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", code, sandbox_process.url, str(log_path)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    pid, port = map(int, started.stdout.split())
+
+    def closed():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return False
+        except OSError:
+            return True
+
+    try:
+        wait_for(closed, "the orphaned proxy to stop listening")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)  # only if the test failed: it is ours to stop
+    assert "is gone: stopping" in log_path.read_text()
 
 
 def test_product_code_never_imports_the_harness():
