@@ -1,6 +1,8 @@
-"""Test equipment: real third-party systems started for the tests, the drill and the soak.
+"""Test equipment: real third-party systems and proxies the tests, the drill and the soak run
+against.
 
 Like ``sandbox/``, nothing here is part of the product: ``intake``, ``ledger``, ``recovery`` and
-``config`` never import it. ``harness.bottlecrm`` starts a real BottleCRM (see docs/sandbox.md,
-"A real BottleCRM for tests").
+``config`` never import it. ``harness.bottlecrm`` starts a real BottleCRM and
+``harness.faultproxy`` puts a fault-injecting proxy in front of any destination (see
+docs/sandbox.md).
 """
