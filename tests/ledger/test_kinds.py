@@ -149,6 +149,7 @@ def test_an_impossible_kind_in_the_environment_stops_the_seed(
 
 # --- checking a destination ---------------------------------------------------------------------
 
+ADMIN = {"user_obj": {"role": "ADMIN"}}
 DEFINED = {
     "definitions": [
         {"key": "external_ref", "field_type": "text", "is_active": True, "is_required": False}
@@ -167,13 +168,14 @@ def check(*args):
 
 
 def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destination):
-    destination.then(200, listed()).then(200, DEFINED)
+    destination.then(200, listed()).then(200, ADMIN).then(200, DEFINED)
 
     code, out = check("crm")
 
     assert code == 0, out
     assert "ready: nothing wrong found" in out
-    lookup, fields = destination.calls
+    lookup, profile, fields = destination.calls
+    assert profile.url == f"{BASE}/api/profile/"
     assert lookup.url == f"{BASE}/api/cases/" and lookup.params["cf_external_ref"]
     assert (fields.url, fields.params["target_model"]) == (f"{BASE}/api/custom-fields/", "Case")
     entry = JournalEntry.objects.get(action="ledger.integration.checked")
@@ -198,12 +200,13 @@ def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destina
         ([(404, "<h1>Not Found</h1>")], "is the address the destination's API root?"),
         ([(500, "Server Error")], "look-up by 'external_ref' is not answering"),
         (
-            [(200, listed()), (200, {"definitions": [], "totals": None})],
+            [(200, listed()), (200, ADMIN), (200, {"definitions": [], "totals": None})],
             "The custom field 'external_ref' is not defined for cases",
         ),
         (
             [
                 (200, listed()),
+                (200, ADMIN),
                 (
                     200,
                     {
@@ -219,9 +222,14 @@ def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destina
         (
             [
                 (200, listed()),
+                (200, ADMIN),
                 (200, {"definitions": [{"key": "external_ref", "field_type": "number"}]}),
             ],
             "is a number field",
+        ),
+        (
+            [(200, listed()), (200, {"user_obj": {"role": "USER"}}), (200, DEFINED)],
+            "The token belongs to a USER profile, not an ADMIN one",
         ),
     ],
 )
