@@ -261,3 +261,29 @@ def test_the_handover_kind_checks_its_look_up(rows, destination):
     Integration.objects.filter(name="crm").update(supports_lookup=False)
     destination.then(501, {"error": "lookup disabled"})
     assert check("crm")[0] == 0
+
+
+def test_the_admin_edits_the_kind_and_refuses_what_the_kind_cannot_use(rows, admin_client):
+    crm = rows["crm"]
+    url = f"/admin/ledger/integration/{crm.pk}/change/"
+    page = admin_client.get(url)
+    assert page.status_code == 200 and 'name="kind"' in page.content.decode()
+    form = {
+        "kind": "bottlecrm",
+        "base_url": BASE,
+        "token": "",
+        "timeout_seconds": "2",
+        "retry_budget": "3",
+        "backoff_seconds": "1",
+        "supports_lookup": "on",
+        "settle_delay_seconds": "0",
+        "owner": "",
+    }
+    refused = admin_client.post(url, form)
+    assert refused.status_code == 200
+    assert "BottleCRM needs an API token." in refused.content.decode()
+    crm.refresh_from_db()
+    assert crm.kind == "handover"
+    assert admin_client.post(url, {**form, "token": "bcrm_pat_x"}).status_code == 302
+    crm.refresh_from_db()
+    assert (crm.kind, crm.token) == ("bottlecrm", "bcrm_pat_x")
