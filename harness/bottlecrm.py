@@ -361,7 +361,7 @@ def ensure_template(
     with _file_lock(home / f"template-{target}.lock", "migrating the template", progress):
         if _template_ready(pg):
             return
-        log = home / "logs" / "migrate.log"
+        log = home / "logs" / f"migrate-{target}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
         progress(f"migrating {TEMPLATE_DB} (about 400 migrations, minutes; log: {log})")
