@@ -419,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     except BottleCrmError as exc:
         print(exc, file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # start() has already cleaned up what it made
+        return 130
     try:
         print(f"BottleCRM {VERSION} at {crm.url}")
         print(f"token:     {crm.token}")

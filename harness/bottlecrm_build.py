@@ -159,7 +159,7 @@ def ensure_venv(home: Path, python: Path, progress: Callable[[str], None] = say)
         log = home / "logs" / "venv.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
-        progress(f"building the venv {venv} with {python} (about a minute; log: {log})")
+        progress(f"building the venv {venv} with {python} (minutes; log: {log})")
         shutil.rmtree(venv, ignore_errors=True)
         env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_PYTHON_VARS}
         step = "build BottleCRM's venv"
