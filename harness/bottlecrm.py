@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import secrets
@@ -54,6 +53,7 @@ from harness.bottlecrm_build import (
     PrerequisiteMissing,
     bottlecrm_env,
     default_home,
+    die_with_parent,
     drop_orphan_runs,
     ensure_template,
     ensure_venv,
@@ -314,7 +314,7 @@ class BottleCrm:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C meant for the caller is not gunicorn's
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
 
     def _make_org_and_token(self, venv: Path, env: dict[str, str]) -> None:
@@ -357,17 +357,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    # Runs in the child before exec. Linux's PR_SET_PDEATHSIG: gunicorn gets SIGTERM when the
-    # thread that started it dies, even by SIGKILL, so a killed test run leaves nothing serving.
-    # Elsewhere nothing (stop() and the exit handler still stop it).
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:
