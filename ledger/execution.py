@@ -35,6 +35,7 @@ from django.utils import timezone
 from intake.models import Enquiry
 from ledger import effects, failpoints, journal
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
+from ledger.kinds import connector_for
 from ledger.models import Attempt, Op, Operation, payload_hash
 from ledger.policies import policy_for, retry_budget
 from ledger.queueing import EXECUTE, RECONCILE, enqueue
@@ -207,7 +208,7 @@ def execute(op_id) -> str:
     actor = worker_actor()
     if shortcut is not None:
         return record_success(op.pk, attempt, shortcut, actor=actor, outcome="skipped")
-    connector = policy_for(op).connector(op.integration)
+    connector = connector_for(op)
     try:
         result = connector.call(op)
     except ConnectorError as exc:
@@ -245,7 +246,7 @@ def claim(op_id):
             op.save()
             return None
         number = op.attempt_count + 1
-        connector = policy_for(op).connector(integration)
+        connector = connector_for(op)
         attempt = Attempt(
             operation=op,
             number=number,
@@ -362,6 +363,14 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             _fail(op, enquiry, actor, "retry_budget_exhausted", error.message, owner=True)
             op.save()
             return "failed (budget)"
+        if kind is ErrorKind.UNCERTAIN and error.attention:
+            # The destination answered, but in a way no look-up can settle: a person.
+            op.result = {**op.result, **error.evidence}
+            _clear_lease(op)
+            op.mark_unknown(actor=actor, reason=error.message[:1000], evidence=dict(error.evidence))
+            _needs_person(op, actor, error.attention, error.message[:1000])
+            effects.on_unknown(op, enquiry=enquiry, actor=actor, reason=error.message[:500])
+            return "unknown (a person must look)"
         if kind is ErrorKind.UNCERTAIN:
             to_unknown(op, enquiry, actor, f"no answer: {error.message[:300]}")
             return "unknown"
@@ -418,7 +427,7 @@ def schedule_reconcile(op, *, actor, at=None):
     """Queue the lookup (when the destination can be asked); otherwise a person's queue."""
     policy = policy_for(op)
     integration = op.integration
-    if policy.is_write and integration is not None and not integration.supports_lookup:
+    if policy.is_write and integration is not None and not integration.capabilities.lookup:
         _needs_person(op, actor, "lookup_unavailable", f"{integration} cannot be looked up")
         return
     if at is None and policy.is_write and integration is not None:
@@ -451,7 +460,7 @@ def settled_at(op):
     reference = op.state_changed_at
     if last_call is not None:
         reference = last_call.ended_at or max(last_call.started_at, op.state_changed_at)
-    delay = op.integration.settle_delay_seconds if op.integration else 0.0
+    delay = op.integration.capabilities.settle_delay_seconds if op.integration else 0.0
     return reference + timedelta(seconds=delay)
 
 
@@ -474,9 +483,8 @@ def reconcile(op_id) -> str:
     op = read_operation(op_id, state=Op.UNKNOWN)
     if op is None:
         return "nothing to claim"
-    connector = policy_for(op).connector(op.integration)
     try:
-        found = connector.lookup(op)
+        found = connector_for(op).lookup(op)
         error = None
     except ConnectorError as exc:
         found, error = None, exc
@@ -563,7 +571,7 @@ def record_lookup(
             _finish_attempt(attempt, outcome="not_found_unsettled", status=found.status)
             schedule_reconcile(op, actor=actor, at=settle)
             return "not found yet (settling)"
-        if op.integration is not None and not op.integration.supports_idempotency_key:
+        if op.integration is not None and not op.integration.capabilities.idempotency_key:
             last_call = op.attempts.filter(kind="call").order_by("-number").first()
             earlier = op.attempts.filter(
                 kind="lookup",
@@ -572,7 +580,7 @@ def record_lookup(
             )
             if not earlier.exists():
                 _finish_attempt(attempt, outcome="not_found_first_look", status=found.status)
-                gap = max(op.integration.settle_delay_seconds, SECOND_LOOK_MIN_SECONDS)
+                gap = max(op.integration.capabilities.settle_delay_seconds, SECOND_LOOK_MIN_SECONDS)
                 schedule_reconcile(op, actor=actor, at=timezone.now() + timedelta(seconds=gap))
                 return "not found (first look)"
         _finish_attempt(attempt, outcome="not_found", status=found.status)

@@ -114,13 +114,46 @@ def status_error(result: HttpResult) -> ConnectorError:
 
 
 def _message(result: HttpResult) -> str:
+    """What the destination said, in its own words: field errors first, then a text message.
+
+    Only text counts as a message: many APIs answer ``{"error": true, "errors": {...}}``, and a
+    flag read as the message is how a refused request came to say "400: True".
+    """
     body = result.body
     if isinstance(body, dict):
-        parts = [str(body[k]) for k in ("error", "detail", "message") if body.get(k)]
+        parts = []
+        if body.get("errors"):
+            parts.append(field_errors(body["errors"]))
+        parts += [
+            body[k].strip()
+            for k in ("error", "detail", "message")
+            if isinstance(body.get(k), str) and body[k].strip()
+        ]
         if parts:
-            return " - ".join(parts)
+            return " - ".join(parts)[:1000]
         return json.dumps(body)[:300]
     return (result.text or "").strip()[:300] or "(empty body)"
+
+
+def field_errors(errors, prefix: str = "") -> str:
+    """``{"name": ["already exists"], "custom_fields": {"ward": "is required"}}`` as
+    ``name: already exists; custom_fields.ward: is required`` (DRF's shape, and most APIs')."""
+    if isinstance(errors, dict):
+        parts = []
+        for key, value in errors.items():
+            label = f"{prefix}.{key}" if prefix else str(key)
+            if key == "non_field_errors" and not prefix:
+                label = ""
+            parts.append(field_errors(value, label))
+        return "; ".join(p for p in parts if p)
+    if isinstance(errors, list | tuple):
+        texts = [field_errors(item) for item in errors]
+        text = " ".join(t for t in texts if t)
+    else:
+        text = "" if errors is None or isinstance(errors, bool) else str(errors).strip()
+    if not text:
+        return ""
+    return f"{prefix}: {text}" if prefix else text
 
 
 def _classify_connection_error(exc: rx.ConnectionError) -> ConnectorError:

@@ -1,17 +1,22 @@
 """Integration rows, seeded from the environment the first time they are needed.
 
 Per integration (prefix CRM, NOTIFY, DOCS, APPOINTMENTS; see .env.example):
-``<P>_BASE_URL``, ``<P>_TOKEN`` (default INTEGRATION_TOKEN), ``<P>_TIMEOUT_SECONDS`` (default
+``<P>_KIND`` (the API its destination speaks: ``handover``, default, or ``bottlecrm`` for the
+CRM), ``<P>_BASE_URL``, ``<P>_TOKEN`` (default INTEGRATION_TOKEN), ``<P>_TIMEOUT_SECONDS`` (default
 CONNECTOR_TIMEOUT_SECONDS), ``<P>_RETRY_BUDGET``, ``<P>_BACKOFF_SECONDS``, ``<P>_LOOKUP`` and
-``<P>_IDEMPOTENCY_KEY`` (capabilities), ``<P>_SETTLE_DELAY_SECONDS``, ``<P>_OWNER`` (a
-username) and ``<P>_PAUSED``. After the first seeding the row is the truth: an admin's edits
-are never overwritten by a restart.
+``<P>_IDEMPOTENCY_KEY`` (capabilities, defaulting to what the kind declares),
+``<P>_SETTLE_DELAY_SECONDS`` (default: the kind's minimum), ``<P>_OWNER`` (a username) and
+``<P>_PAUSED``. After the first seeding the row is the truth: an admin's edits are never
+overwritten by a restart.
 """
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 
 from config.env import env_bool, env_float, env_int, env_str
+from ledger.kinds import HANDOVER, KINDS
 from ledger.models import Integration
 
 PREFIX = {
@@ -29,7 +34,10 @@ def defaults_from_environment(name: str) -> dict:
     if owner_name:
         owner = get_user_model().objects.filter(username=owner_name).first()
     paused = env_bool(f"{p}_PAUSED", False)
+    kind = environment_kind(name)
+    declared = KINDS[kind].declared
     return {
+        "kind": kind,
         "base_url": settings.INTEGRATIONS[name],
         "token": env_str(f"{p}_TOKEN", settings.INTEGRATION_TOKEN),
         "timeout_seconds": env_float(
@@ -37,20 +45,38 @@ def defaults_from_environment(name: str) -> dict:
         ),
         "retry_budget": env_int(f"{p}_RETRY_BUDGET", 3, minimum=1),
         "backoff_seconds": env_float(f"{p}_BACKOFF_SECONDS", 2.0, minimum=0.0),
-        "supports_lookup": env_bool(f"{p}_LOOKUP", True),
-        "supports_idempotency_key": env_bool(f"{p}_IDEMPOTENCY_KEY", True),
-        "settle_delay_seconds": env_float(f"{p}_SETTLE_DELAY_SECONDS", 0.0, minimum=0.0),
+        "supports_lookup": env_bool(f"{p}_LOOKUP", declared.lookup),
+        "supports_idempotency_key": env_bool(f"{p}_IDEMPOTENCY_KEY", declared.idempotency_key),
+        "settle_delay_seconds": env_float(
+            f"{p}_SETTLE_DELAY_SECONDS", declared.settle_delay_seconds, minimum=0.0
+        ),
         "owner": owner,
         "paused": paused,
         "pause_reason": "paused from the environment" if paused else "",
     }
 
 
+def environment_kind(name: str) -> str:
+    """``<P>_KIND``, checked loudly: a typo must stop the process, not send to the wrong API."""
+    variable = f"{PREFIX[name]}_KIND"
+    kind = env_str(variable, HANDOVER).strip().lower()
+    if kind not in KINDS:
+        known = ", ".join(sorted(KINDS))
+        raise ImproperlyConfigured(f"{variable}={kind!r} is not a known kind (use one of: {known})")
+    if not KINDS[kind].serves(name):
+        raise ImproperlyConfigured(
+            f"{variable}={kind!r}: {KINDS[kind].label} cannot serve the {name} integration"
+        )
+    return kind
+
+
 def ensure_integrations():
     """Create a row per integration from the environment; never overwrite edits."""
     rows = {}
-    for name, _label in Integration.NAMES:
-        rows[name], _ = Integration.objects.get_or_create(
-            name=name, defaults=defaults_from_environment(name)
-        )
+    # All or none: a bad variable for one integration leaves no half-seeded set behind.
+    with transaction.atomic():
+        for name, _label in Integration.NAMES:
+            rows[name], _ = Integration.objects.get_or_create(
+                name=name, defaults=defaults_from_environment(name)
+            )
     return rows

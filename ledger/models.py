@@ -10,6 +10,8 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from intake.models import Enquiry
 from intake.workflow import SYSTEM
+from ledger.kinds import CHOICES as KIND_CHOICES
+from ledger.kinds import HANDOVER as HANDOVER_KIND
 
 
 class JournalQuerySet(models.QuerySet):
@@ -79,15 +81,30 @@ class Integration(models.Model):
     ]
 
     name = models.SlugField(unique=True, choices=NAMES)
+    # Which API the destination speaks: its connectors and what it can do (ledger.kinds).
+    kind = models.CharField(
+        max_length=20,
+        choices=KIND_CHOICES,
+        default=HANDOVER_KIND,
+        help_text="The API the destination speaks (docs/connectors.md).",
+    )
     base_url = models.URLField()
     token = models.CharField(max_length=200, blank=True)
     timeout_seconds = models.FloatField(default=10.0)
     retry_budget = models.PositiveIntegerField(default=3, help_text="Attempts before 'failed'.")
     backoff_seconds = models.FloatField(default=2.0, help_text="First retry delay; doubles.")
-    supports_lookup = models.BooleanField(default=True)
-    supports_idempotency_key = models.BooleanField(default=True)
+    # Capabilities as configured: they can only narrow what the kind declares. Read
+    # ``capabilities`` (the effective values), never these fields, to decide anything.
+    supports_lookup = models.BooleanField(
+        default=True, help_text="Off: an uncertain write waits for a person instead of a look-up."
+    )
+    supports_idempotency_key = models.BooleanField(
+        default=True, help_text="Ignored where the kind's API has no idempotency key."
+    )
     settle_delay_seconds = models.FloatField(
-        default=0.0, help_text="How long the destination's search may lag its writes."
+        default=0.0,
+        help_text="How long the destination's search may lag its writes; never less than the "
+        "kind's own minimum.",
     )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -107,17 +124,35 @@ class Integration(models.Model):
     def __str__(self):
         return self.get_name_display()
 
+    @property
+    def capabilities(self):
+        """What this integration can do: its kind's declaration narrowed by this row."""
+        from ledger.kinds import capabilities
+
+        return capabilities(self)
+
     def clean(self):
+        errors = {}
         # The same order config/checks.py enforces for the default: a call that can outlive the
         # cluster's timeout is killed mid-flight, every time.
         cluster_timeout = settings.Q_CLUSTER.get("timeout")
-        if cluster_timeout is not None and self.timeout_seconds >= cluster_timeout:
-            raise ValidationError(
-                {
-                    "timeout_seconds": f"Must be shorter than the workers' timeout "
-                    f"(Q_TIMEOUT={cluster_timeout}s), or every slow call is killed mid-flight."
-                }
+        if (
+            cluster_timeout is not None
+            and self.timeout_seconds is not None
+            and self.timeout_seconds >= cluster_timeout
+        ):
+            errors["timeout_seconds"] = (
+                f"Must be shorter than the workers' timeout "
+                f"(Q_TIMEOUT={cluster_timeout}s), or every slow call is killed mid-flight."
             )
+        from ledger.kinds import KINDS
+
+        kind = KINDS.get(self.kind)
+        if kind is not None:  # an unknown kind is the choices' error already
+            for field_name, message in kind.validate(self).items():
+                errors.setdefault(field_name, message)
+        if errors:
+            raise ValidationError(errors)
 
 
 class OperationState(models.TextChoices):

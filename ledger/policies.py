@@ -8,10 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.connectors.appointments import AppointmentsConnector
-from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
-from ledger.connectors.documents import DocumentsConnector
-from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.suggester import SuggesterConnector
 from ledger.models import Integration, Op
 
@@ -23,7 +19,6 @@ class Policy:
     action: str
     kind: str  # read or write
     integration: str | None  # Integration.name; None: runs in process (the suggester)
-    connector: type
     recovery: str
     check_first: str
     # Approved by the system when proposed (reads, the acknowledgement), or by a person.
@@ -37,6 +32,9 @@ class Policy:
     # Used when there is no integration row to read the budget from.
     default_retry_budget: int = 3
     default_backoff_seconds: float = 1.0
+    # The connector of work that leaves Handover through no integration row. Every other
+    # action's connector comes from its integration's kind (ledger.kinds).
+    in_process: type | None = None
 
     @property
     def is_write(self) -> bool:
@@ -50,16 +48,15 @@ POLICIES: dict[str, Policy] = {
             "suggest.category",
             READ,
             None,
-            SuggesterConnector,
             recovery="bounded retry, then `unresolved`",
             check_first="is a suggestion for this revision already stored?",
             system_approved=True,
+            in_process=SuggesterConnector,
         ),
         Policy(
             "appointments.read",
             READ,
             Integration.APPOINTMENTS,
-            AppointmentsConnector,
             recovery="bounded retry; stale data is re-read or reported stale",
             check_first="is the response still fresh?",
             system_approved=True,
@@ -68,7 +65,6 @@ POLICIES: dict[str, Policy] = {
             "documents.extract",
             READ,
             Integration.DOCUMENTS,
-            DocumentsConnector,
             recovery="reprocess the same document version; access failure is a visible failure",
             check_first="has a reviewer already corrected it?",
             system_approved=True,
@@ -77,7 +73,6 @@ POLICIES: dict[str, Policy] = {
             "crm.create_enquiry",
             WRITE,
             Integration.CRM,
-            CrmCreateConnector,
             recovery="reconcile before retry",
             check_first="does the external record exist (lookup by reference)?",
             system_approved=False,
@@ -87,7 +82,6 @@ POLICIES: dict[str, Policy] = {
             "notify.send",
             WRITE,
             Integration.NOTIFY,
-            NotifyConnector,
             recovery="check delivery state",
             check_first="was it accepted by the provider?",
             system_approved=True,
@@ -96,7 +90,6 @@ POLICIES: dict[str, Policy] = {
             "crm.close_enquiry",
             WRITE,
             Integration.CRM,
-            CrmCloseConnector,
             recovery="compensation; reconcile before retry",
             check_first="is the record already closed?",
             system_approved=False,
@@ -110,6 +103,10 @@ ATTENTION = {
     "lookup_unavailable": "The destination cannot be asked whether the record exists.",
     "lookup_failed": "Asking the destination whether the record exists failed.",
     "duplicate_records": "The destination holds more than one record for this reference.",
+    "reference_not_stored": (
+        "The destination made a record but did not keep Handover's reference on it, so it "
+        "cannot be found again by look-up; check the record it named and complete by hand."
+    ),
     "retry_budget_exhausted": "The destination stayed unavailable for every allowed attempt.",
     "invalid": "The destination refused the request as it is.",
     "auth": "The destination refused Handover's credentials; the integration owner is told.",

@@ -547,6 +547,25 @@ def backlog(name):
     )
 
 
+def check_integration(name, *, actor) -> list[str]:
+    """Call the integration's destination as its kind knows how; the problems in plain words
+    (none: ready). Nothing at the destination changes; the outcome is journalled, so a failed
+    check stays visible beside the integration's other changes."""
+    from ledger.kinds import kind_of
+
+    _require(actor, "ledger.pause_integration")
+    row = integration(name)
+    problems = kind_of(row).check(row)
+    journal.record(
+        row,
+        "ledger.integration.checked",
+        actor=actor,
+        reason=f"{len(problems)} problem(s)" if problems else "ready",
+        evidence={"kind": row.kind, "base_url": row.base_url, "problems": problems},
+    )
+    return problems
+
+
 def pause_integration(name, *, actor, reason) -> Integration:
     reason = _reason(reason)
     _require(actor, "ledger.pause_integration")

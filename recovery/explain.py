@@ -58,7 +58,7 @@ def _failure_kind(op) -> str:
     """transient, invalid, auth, duplicate, lookup, or '' from the operation's evidence."""
     if op.attention == "duplicate_records":
         return "duplicate"
-    if op.attention in ("lookup_unavailable", "lookup_failed"):
+    if op.attention in ("lookup_unavailable", "lookup_failed", "reference_not_stored"):
         return "lookup"
     if op.attention in ("invalid", "payload_mismatch"):
         return "invalid"
@@ -90,6 +90,12 @@ def external_change(op) -> str:
         )
         if op.attention in ("lookup_unavailable", "lookup_failed"):
             text += f" {ATTENTION[op.attention]}"
+        if op.attention == "reference_not_stored":
+            made = op.result.get("unconfirmed_external_id") or "a record"
+            text = (
+                f"Probably. {system.capitalize()} answered that it made {made}, but without "
+                "Handover's reference on it, so a look-up cannot confirm it."
+            )
         return text
     if op.state == Op.FAILED:
         kind = _failure_kind(op)
@@ -113,6 +119,13 @@ def safe_now(op) -> str:
     system = system_name(op)
     kind = _failure_kind(op)
     if op.state == Op.UNKNOWN:
+        if op.attention == "reference_not_stored":
+            made = op.result.get("unconfirmed_external_id") or "the record it named"
+            return (
+                f"Open {made} in {system}. If it is this enquiry, complete by hand with that ID. "
+                f"Do not retry: a retry would make a second record. Then fix {system} so it keeps "
+                "the reference (manage.py check_integration says what is missing)."
+            )
         if kind == "lookup":
             return (
                 f"Look in {system} by hand for reference {op.enquiry.reference}. Found: complete "

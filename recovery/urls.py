@@ -16,6 +16,7 @@ urlpatterns = [
     path("console/integrations/", integrations.integration_list, name="integrations"),
     path("console/integrations/<str:name>/pause/", integrations.pause, name="pause"),
     path("console/integrations/<str:name>/resume/", integrations.resume, name="resume"),
+    path("console/integrations/<str:name>/check/", integrations.check, name="check_integration"),
     path("console/integrations/<str:name>/backlog/", integrations.backlog, name="backlog"),
     path("console/integrations/<str:name>/backlog/release/", integrations.release, name="release"),
     path("console/dashboard/", dashboard.dashboard, name="dashboard"),

@@ -20,12 +20,27 @@ class ErrorKind(enum.StrEnum):
 
 
 class ConnectorError(Exception):
-    def __init__(self, kind, message: str, *, status: int | None = None, body: str = ""):
+    """``attention``: for an uncertain outcome that no look-up can settle, why a person must
+    look instead (an ``ATTENTION`` code); ``evidence``: what the destination did say (an ID it
+    returned), kept on the operation for that person."""
+
+    def __init__(
+        self,
+        kind,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str = "",
+        attention: str = "",
+        evidence: dict | None = None,
+    ):
         super().__init__(message)
         self.kind = ErrorKind(kind)
         self.message = message
         self.status = status
         self.body = body
+        self.attention = attention
+        self.evidence = evidence or {}
 
     @property
     def retryable(self) -> bool:
@@ -69,7 +84,8 @@ class LookupResult:
 
 
 class Connector:
-    """Base class: one subclass per destination API, registered in ledger.policies."""
+    """Base class: one subclass per action and destination API, registered by a kind
+    (ledger.kinds)."""
 
     def __init__(self, integration=None):
         self.integration = integration
@@ -115,7 +131,7 @@ class Connector:
             "POST",
             path,
             operation=operation,
-            idempotent=self.integration.supports_idempotency_key,
+            idempotent=self.integration.capabilities.idempotency_key,
             json_body=operation.payload,
         )
         body = response.body if isinstance(response.body, dict) else {}

@@ -11,7 +11,7 @@ class CrmCreateConnector(Connector):
             "method": "POST",
             "path": "/crm/enquiries",
             "reference": operation.payload.get("reference"),
-            "idempotency_key_sent": self.integration.supports_idempotency_key,
+            "idempotency_key_sent": self.integration.capabilities.idempotency_key,
         }
 
     def call(self, operation):
@@ -24,7 +24,7 @@ class CrmCreateConnector(Connector):
         )
 
     def lookup(self, operation):
-        if not self.integration.supports_lookup:
+        if not self.integration.capabilities.lookup:
             return LookupResult(supported=False)
         try:
             response = self.request(
@@ -56,7 +56,7 @@ class CrmCloseConnector(Connector):
             "POST",
             self._path(operation) + "/close",
             operation=operation,
-            idempotent=self.integration.supports_idempotency_key,
+            idempotent=self.integration.capabilities.idempotency_key,
             json_body={"reason": operation.payload.get("reason", "")},
         )
         body = response.body if isinstance(response.body, dict) else {}

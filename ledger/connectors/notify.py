@@ -24,7 +24,7 @@ class NotifyConnector(Connector):
         )
 
     def lookup(self, operation):
-        if not self.integration.supports_lookup:
+        if not self.integration.capabilities.lookup:
             return LookupResult(supported=False)
         response = self.request(
             "GET", "/notify/messages", params={"reference": operation.payload["reference"]}

@@ -57,6 +57,7 @@ SOURCE = "drill"
 ACTOR = "system:drill"
 DRILL_DIR = Path(settings.BASE_DIR) / "var" / "drill"
 BACKUP_FIELDS = [
+    "kind",
     "base_url",
     "token",
     "timeout_seconds",
@@ -73,6 +74,8 @@ BACKUP_FIELDS = [
 ]
 # The drill's integration settings: short enough that the whole matrix runs in about a minute.
 DRILL_SETTINGS = {
+    # The sandbox speaks Handover's own contract, whatever the rows spoke before the drill.
+    "kind": "handover",
     "token": "",
     "timeout_seconds": 1.0,
     "retry_budget": 2,

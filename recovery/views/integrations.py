@@ -95,6 +95,24 @@ def resume(request, name):
     return response if not integration.paused else redirect(back)
 
 
+@require_POST
+@console_view
+def check(request, name):
+    """Ask the destination whether it is ready; nothing there changes, the result is
+    journalled. Said on the page: each problem in the destination's and the kind's words."""
+    require(request.user, INTEGRATION_PERMISSION, "check an integration")
+    integration = _integration(name)
+    problems = ledger_services.check_integration(name, actor=request.user)
+    if problems:
+        for problem in problems:
+            messages.error(request, f"{integration}: {problem}")
+    else:
+        messages.success(
+            request, f"{integration}: {integration.base_url} answered as expected. Ready."
+        )
+    return redirect(reverse("recovery:integrations"))
+
+
 def _backlog(name):
     return list(ledger_services.backlog(name).select_related("enquiry", "owner"))
 

@@ -61,6 +61,8 @@ MATRIX = {
     "pause": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
     "resume": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
     "release": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
+    # Calls the destination (read-only) and says what it found on the integrations page.
+    "check_integration": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
 }
 
 
@@ -115,6 +117,7 @@ def urls(story, people):
         "pause": ["crm"],
         "resume": ["crm"],
         "release": ["crm"],
+        "check_integration": ["crm"],
         "runbook": ["unknown-outcome"],
     }
     result = {}

@@ -1,0 +1,298 @@
+"""Connector kinds: which API an integration's destination speaks.
+
+A kind translates; it never decides. For each action its integration serves it names the
+connector (create, look-up, close for a CRM), declares what the destination can do, and checks
+a configured destination before it is used. Claiming, attempts, classifying outcomes,
+reconciling and the retry budget are the engine's (ledger.execution), the same for every kind.
+
+What an integration can do = the kind's declaration narrowed by the row: a row may switch a
+capability off (a CRM whose search is broken today) or lengthen the settle delay, never claim
+what the kind says the destination cannot do. Everything that reads a capability reads
+``Integration.capabilities``.
+
+docs/connectors.md says how to add a kind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from ledger.connectors.appointments import AppointmentsConnector
+from ledger.connectors.base import Connector, ConnectorError, ErrorKind
+from ledger.connectors.bottlecrm import (
+    CASES,
+    CUSTOM_FIELDS,
+    REFERENCE_FIELD,
+    BottleCrmCaseClose,
+    BottleCrmCaseCreate,
+    lookup_params,
+)
+from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
+from ledger.connectors.documents import DocumentsConnector
+from ledger.connectors.notify import NotifyConnector
+
+HANDOVER, BOTTLECRM = "handover", "bottlecrm"
+CHOICES = [
+    (HANDOVER, "Handover contract (docs/integrations.md; the sandbox)"),
+    (BOTTLECRM, "BottleCRM (cases)"),
+]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    lookup: bool
+    idempotency_key: bool
+    settle_delay_seconds: float
+
+
+class Kind:
+    """One destination API. Subclasses set the class attributes and may override check()."""
+
+    key: str = ""
+    label: str = ""
+    # Integration name -> {action -> Connector class}: what this kind can be used for.
+    connectors: dict[str, dict[str, type[Connector]]] = {}
+    declared = Capabilities(lookup=True, idempotency_key=True, settle_delay_seconds=0.0)
+    needs_token = False
+
+    def serves(self, integration_name: str) -> bool:
+        return integration_name in self.connectors
+
+    def connector_class(self, integration_name: str, action: str) -> type[Connector]:
+        try:
+            return self.connectors[integration_name][action]
+        except KeyError:
+            raise LookupError(
+                f"the {self.label} kind has no connector for {action!r} on {integration_name!r}"
+            ) from None
+
+    def capabilities(self, integration) -> Capabilities:
+        return Capabilities(
+            lookup=self.declared.lookup and integration.supports_lookup,
+            idempotency_key=self.declared.idempotency_key and integration.supports_idempotency_key,
+            settle_delay_seconds=max(
+                self.declared.settle_delay_seconds, integration.settle_delay_seconds or 0.0
+            ),
+        )
+
+    def validate(self, integration) -> dict[str, str]:
+        """What the row must hold for this kind, as field -> message (Integration.clean)."""
+        errors = {}
+        if not self.serves(integration.name):
+            served = ", ".join(sorted(self.connectors)) or "nothing"
+            errors["kind"] = (
+                f"{self.label} cannot serve the {integration.get_name_display()} integration "
+                f"(it serves: {served})."
+            )
+        if self.needs_token and not (integration.token or "").strip():
+            errors["token"] = f"{self.label} needs an API token."
+        return errors
+
+    def check(self, integration) -> list[str]:
+        """Call the destination; each problem in plain words. An empty list: ready to use."""
+        problems = [message for message in self.validate(integration).values()]
+        if problems:
+            return problems
+        return self.check_destination(integration, Connector(integration))
+
+    def check_destination(self, integration, connector: Connector) -> list[str]:
+        return []
+
+
+def _said(exc: ConnectorError) -> str:
+    return exc.message
+
+
+def _call_problem(integration, exc: ConnectorError, what: str) -> str:
+    """A failed check call in words an admin can act on."""
+    where = integration.base_url
+    if exc.status is None:
+        if exc.kind is ErrorKind.UNCERTAIN:
+            return (
+                f"{where} did not answer {what} within {integration.timeout_seconds:g}s "
+                f"({exc.message}). Is it overloaded, or is the timeout too short?"
+            )
+        return f"Cannot reach {where}: {_why_unreachable(exc.message)}."
+    if exc.kind is ErrorKind.AUTH:
+        return (
+            f"{where} refused Handover's credentials ({_said(exc)}). Check the integration's "
+            "token: it may be wrong, expired or revoked."
+        )
+    if exc.status == 404:
+        return f"{where} has no {what} ({_said(exc)}): is the address the destination's API root?"
+    return f"{where} refused {what}: {_said(exc)}"
+
+
+def _why_unreachable(detail: str) -> str:
+    # requests' text names every layer of the failure; an admin needs the cause.
+    causes = [
+        ("Connection refused", "nothing is listening at that address and port"),
+        ("NameResolution", "the host name does not resolve"),
+        ("Name or service not known", "the host name does not resolve"),
+        ("No route to host", "no network route to that host"),
+        ("connect timeout", "no connection could be made in time (a firewall, or a wrong host?)"),
+        ("ConnectTimeout", "no connection could be made in time (a firewall, or a wrong host?)"),
+    ]
+    for marker, words in causes:
+        if marker in detail:
+            return f"{words}. Check the address, and that the destination is running"
+    return f"{detail[:200]}. Check the address, and that the destination is running"
+
+
+def _probe_reference() -> str:
+    # A reference no enquiry has: the look-up must answer, and answer "none".
+    return f"HANDOVER-CHECK-{uuid.uuid4().hex[:12]}"
+
+
+class HandoverKind(Kind):
+    key = HANDOVER
+    label = "Handover contract"
+    connectors = {
+        "crm": {
+            "crm.create_enquiry": CrmCreateConnector,
+            "crm.close_enquiry": CrmCloseConnector,
+        },
+        "notify": {"notify.send": NotifyConnector},
+        "documents": {"documents.extract": DocumentsConnector},
+        "appointments": {"appointments.read": AppointmentsConnector},
+    }
+
+    # A read each integration answers without changing anything.
+    PROBES = {
+        "crm": ("/crm/enquiries", "reference", "the look-up by reference"),
+        "notify": ("/notify/messages", "reference", "the look-up by reference"),
+        "appointments": ("/appointments", "date", "the free-slots read"),
+    }
+
+    def check_destination(self, integration, connector):
+        probe = self.PROBES.get(integration.name)
+        if probe is None:
+            return []  # the document store has no read that is not about one document
+        path, param, what = probe
+        value = _probe_reference() if param == "reference" else "2000-01-01"
+        try:
+            connector.request("GET", path, params={param: value})
+        except ConnectorError as exc:
+            if exc.status == 501 and param == "reference":
+                if integration.capabilities.lookup:
+                    return [
+                        f"{integration.base_url} cannot be looked up by reference (501), but the "
+                        "integration says it can: switch 'supports lookup' off, or every "
+                        "uncertain write waits for a failing look-up."
+                    ]
+                return []
+            return [_call_problem(integration, exc, what)]
+        return []
+
+
+class BottleCrmKind(Kind):
+    key = BOTTLECRM
+    label = "BottleCRM"
+    connectors = {
+        "crm": {
+            "crm.create_enquiry": BottleCrmCaseCreate,
+            "crm.close_enquiry": BottleCrmCaseClose,
+        }
+    }
+    # BottleCRM ignores Idempotency-Key. Its search sees a write at once, but a create can
+    # still arrive after Handover gave up on it; a "not found" is believed only once any such
+    # request has been served or killed: gunicorn's default worker timeout (30 s), with which
+    # BottleCRM is run. A server run with a longer timeout needs the row's delay raised.
+    declared = Capabilities(lookup=True, idempotency_key=False, settle_delay_seconds=30.0)
+    needs_token = True
+
+    def check_destination(self, integration, connector):
+        # 1. Reachable, credentials accepted, and the look-up a reconcile relies on answers.
+        try:
+            response = connector.request("GET", CASES, params=lookup_params(_probe_reference()))
+        except ConnectorError as exc:
+            if exc.status is not None and exc.status >= 500:
+                return [
+                    f"BottleCRM's look-up by '{REFERENCE_FIELD}' is not answering ({exc.message}). "
+                    "Exact look-up by a custom field needs BottleCRM on PostgreSQL. Without it no "
+                    "uncertain write can be settled."
+                ]
+            return [_call_problem(integration, exc, "the case list (/api/cases/)")]
+        body = response.body if isinstance(response.body, dict) else {}
+        problems = []
+        if not isinstance(body.get("cases"), list):
+            problems.append(
+                f"{integration.base_url}/api/cases/ answered {response.status} without a list of "
+                "cases: is the address BottleCRM's root (without /api)?"
+            )
+        elif body["cases"]:
+            problems.append(
+                f"BottleCRM's look-up by '{REFERENCE_FIELD}' does not filter: a reference no "
+                f"case has matched {len(body['cases'])} case(s). Is '{REFERENCE_FIELD}' defined "
+                "for cases?"
+            )
+        # 2. The custom field the reference lives in, and fields Handover cannot fill.
+        try:
+            response = connector.request(
+                "GET", CUSTOM_FIELDS, params={"target_model": "Case", "include_counts": "false"}
+            )
+        except ConnectorError as exc:
+            return [*problems, _call_problem(integration, exc, "the custom field list")]
+        body = response.body if isinstance(response.body, dict) else {}
+        definitions = [d for d in body.get("definitions") or [] if isinstance(d, dict)]
+        field = next((d for d in definitions if d.get("key") == REFERENCE_FIELD), None)
+        how = (
+            f"an admin adds it in BottleCRM (Settings, Custom fields: for Cases, key "
+            f"'{REFERENCE_FIELD}', type text), or POST {CUSTOM_FIELDS} with "
+            f'{{"target_model": "Case", "key": "{REFERENCE_FIELD}", "label": "Handover '
+            f'reference", "field_type": "text", "is_filterable": true}}'
+        )
+        if field is None:
+            problems.append(
+                f"The custom field '{REFERENCE_FIELD}' is not defined for cases in BottleCRM. "
+                "BottleCRM silently drops an undefined field, so no case could be found again "
+                f"by its reference and every create would wait for a person. Fix: {how}."
+            )
+        elif not field.get("is_active", True):
+            problems.append(
+                f"The custom field '{REFERENCE_FIELD}' exists for cases but is inactive: "
+                "BottleCRM drops values for it. Reactivate it in BottleCRM."
+            )
+        elif field.get("field_type") not in ("text", "textarea"):
+            problems.append(
+                f"The custom field '{REFERENCE_FIELD}' is a {field.get('field_type')} field: "
+                "it must be text to hold a reference."
+            )
+        for other in definitions:
+            if other is field or not other.get("is_active", True) or not other.get("is_required"):
+                continue
+            problems.append(
+                f"BottleCRM requires the case field '{other.get('key')}', which Handover does "
+                "not fill: every create would be refused. Make it optional for cases."
+            )
+        return problems
+
+
+KINDS: dict[str, Kind] = {kind.key: kind for kind in (HandoverKind(), BottleCrmKind())}
+
+
+def kind_of(integration) -> Kind:
+    try:
+        return KINDS[integration.kind]
+    except KeyError:
+        raise LookupError(f"unknown integration kind {integration.kind!r}") from None
+
+
+def capabilities(integration) -> Capabilities:
+    return kind_of(integration).capabilities(integration)
+
+
+def connector_for(operation) -> Connector:
+    """The connector for an operation: its integration's kind's, or the policy's in-process
+    one (work that leaves Handover through no integration, such as the suggester)."""
+    from ledger.policies import policy_for
+
+    integration = operation.integration
+    if integration is None:
+        policy = policy_for(operation)
+        if policy.in_process is None:
+            raise LookupError(f"{operation.action} needs an integration and has none")
+        return policy.in_process(None)
+    cls = kind_of(integration).connector_class(integration.name, operation.action)
+    return cls(integration)

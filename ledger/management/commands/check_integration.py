@@ -1,0 +1,50 @@
+"""`python manage.py check_integration crm`: is the destination ready for Handover's work?
+
+Calls the destination the way the integration's kind talks to it (reachable, credentials,
+required configuration such as BottleCRM's ``external_ref`` custom field, the look-up), prints
+each problem in plain words and exits non-zero when there is one. Nothing is written there.
+"""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from intake.workflow import system_actor
+from ledger import services
+from ledger.kinds import kind_of
+from ledger.models import Integration
+
+
+class Command(BaseCommand):
+    help = (
+        "Check an integration's destination before it is used: reachable, credentials "
+        "accepted, configured as its kind needs. Exit status 1 when anything is wrong."
+    )
+
+    def add_arguments(self, parser):
+        names = [name for name, _label in Integration.NAMES]
+        parser.add_argument("names", nargs="*", choices=names, metavar="name", default=None)
+        parser.add_argument(
+            "--all", action="store_true", help=f"check every integration ({', '.join(names)})"
+        )
+
+    def handle(self, *args, names=None, **options):
+        if options["all"]:
+            names = [name for name, _label in Integration.NAMES]
+        if not names:
+            raise CommandError(
+                "Name an integration (crm, notify, documents, appointments) or --all."
+            )
+        failed = 0
+        for name in names:
+            row = services.integration(name)
+            kind = kind_of(row)
+            self.stdout.write(f"{row} ({name}): {kind.label} at {row.base_url}")
+            problems = services.check_integration(name, actor=system_actor("check_integration"))
+            if problems:
+                failed += 1
+                for problem in problems:
+                    self.stdout.write(self.style.ERROR(f"  problem: {problem}"))
+            else:
+                self.stdout.write(self.style.SUCCESS("  ready: nothing wrong found"))
+        if failed:
+            # SystemExit rather than CommandError: the problems are printed above already.
+            raise SystemExit(1)
