@@ -63,7 +63,7 @@ RUN_DB_PREFIX = "bottlecrm_run_"
 TEMPLATE_MARK = f"handover harness: django-crm=={VERSION} fully migrated"
 
 VENV_TIMEOUT_SECONDS = 900
-MIGRATE_TIMEOUT_SECONDS = 1200
+MIGRATE_TIMEOUT_SECONDS = 1800
 SETUP_TIMEOUT_SECONDS = 180
 STARTUP_TIMEOUT_SECONDS = 180
 STOP_TIMEOUT_SECONDS = 15
@@ -361,7 +361,7 @@ def ensure_template(
     with _file_lock(home / f"template-{target}.lock", "migrating the template", progress):
         if _template_ready(pg):
             return
-        log = home / "logs" / "migrate.log"
+        log = home / "logs" / f"migrate-{target}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
         progress(f"migrating {TEMPLATE_DB} (about 400 migrations, minutes; log: {log})")
@@ -620,7 +620,7 @@ class BottleCrm:
             f"--workers={self.workers}",
             f"--threads={self.threads}",
             f"--timeout={self.request_timeout}",
-            "--graceful-timeout=5",
+            "--graceful-timeout=2",
             # gunicorn 27 otherwise opens ~/.gunicorn/gunicorn.ctl, one path for every instance.
             "--no-control-socket",
             f"--access-logfile={self.run_dir / 'access.log'}",

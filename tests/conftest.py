@@ -1,4 +1,5 @@
 import os
+import uuid
 
 import pytest
 
@@ -57,3 +58,60 @@ class _Late(Exception):
 @pytest.fixture
 def wait_for():
     return wait_for_condition
+
+
+# -- a real BottleCRM (harness/bottlecrm.py; docs/sandbox.md, "A real BottleCRM for tests") -------
+
+
+def bottlecrm_unavailable(reason):
+    """A prerequisite of BottleCRM is missing: fail under CI (a skipped proof is no proof),
+    skip with the reason on a person's machine."""
+    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+        pytest.fail(f"BottleCRM is required when CI is set, and {reason}", pytrace=False)
+    pytest.skip(f"no BottleCRM: {reason}")
+
+
+def _start_bottlecrm(**options):
+    from harness.bottlecrm import BottleCrm, PrerequisiteMissing
+
+    crm = BottleCrm(**options)
+    try:
+        crm.start()
+    except PrerequisiteMissing as missing:
+        bottlecrm_unavailable(str(missing))
+    return crm
+
+
+@pytest.fixture(scope="session")
+def bottlecrm():
+    """A real BottleCRM shared by the whole session (its own database, org and token).
+
+    Cases are per org and the org lives as long as the session, so a test isolates itself by
+    using references no other test uses (``bottlecrm_reference``) and counts by reference, never
+    the org's total. The first run on a machine builds a venv and migrates a template (minutes).
+    """
+    crm = _start_bottlecrm()
+    yield crm
+    crm.stop()
+
+
+@pytest.fixture(scope="session")
+def bottlecrm_without_custom_field():
+    """A second BottleCRM whose org has no ``external_ref`` custom field (started on demand)."""
+    crm = _start_bottlecrm(custom_field=False)
+    yield crm
+    crm.stop()
+
+
+@pytest.fixture
+def bottlecrm_reference():
+    """A reference of this test only, in the shape of Handover's."""
+    return f"ENQ-T{uuid.uuid4().hex[:10].upper()}"
+
+
+def pytest_collection_modifyitems(items):
+    # A test that asks for a BottleCRM starts real processes: `-m "not bottlecrm"` leaves it out.
+    for item in items:
+        if {"bottlecrm", "bottlecrm_without_custom_field"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.bottlecrm)
+            item.add_marker(pytest.mark.slow)
