@@ -105,7 +105,7 @@ DRILL_SETTINGS = {
 # Against a real CRM: its own kind, address and token are kept; a timeout generous enough for
 # a CRM on a busy machine (the proxy's faults never depend on it), and a cluster timeout above it.
 REAL_CRM_SETTINGS = {
-    "timeout_seconds": 6.0,
+    "timeout_seconds": 10.0,
     "retry_budget": 2,
     "backoff_seconds": 0.2,
     "supports_lookup": True,
@@ -114,6 +114,7 @@ REAL_CRM_SETTINGS = {
     "paused": False,
     "awaiting_backlog_review": False,
 }
+CHECK_TIMEOUT_SECONDS = 30.0
 REAL_CRM_CLUSTER = {"Q_TIMEOUT": "30", "Q_RETRY": "40"}
 WAIT_SECONDS = 30.0
 REAL_CRM_WAIT_SECONDS = 90.0
@@ -311,6 +312,8 @@ class Drill:
             kind=kind, base_url=self.destination.url, token=token, **REAL_CRM_SETTINGS
         )
         row = Integration.objects.get(name=Integration.CRM)
+        # Checked as check_integration would, with patience for a CRM on a busy machine.
+        row.timeout_seconds = CHECK_TIMEOUT_SECONDS
         problems = kind_of(row).check(row)
         if problems:
             raise DrillError(
