@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from ledger.models import Integration
 
@@ -24,6 +25,8 @@ class IntegrationAdmin(admin.ModelAdmin):
         "owner",
     )
     readonly_fields = ("name",)
+    # An address typed without a scheme is taken as https (Django 6's default, chosen now).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def has_add_permission(self, request):
         return False  # seeded from the environment (ledger.integrations)

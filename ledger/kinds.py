@@ -23,6 +23,7 @@ from ledger.connectors.base import Connector, ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import (
     CASES,
     CUSTOM_FIELDS,
+    PROFILE,
     REFERENCE_FIELD,
     BottleCrmCaseClose,
     BottleCrmCaseCreate,
@@ -227,7 +228,23 @@ class BottleCrmKind(Kind):
                 f"case has matched {len(body['cases'])} case(s). Is '{REFERENCE_FIELD}' defined "
                 "for cases?"
             )
-        # 2. The custom field the reference lives in, and fields Handover cannot fill.
+        # 2. An admin's token: BottleCRM shows deleted cases only to admins, and answers
+        # anyone else's include_deleted as if it had not been asked. A look-up that cannot
+        # see a deleted case would call it "not there", and the retry would make a second.
+        try:
+            response = connector.request("GET", PROFILE)
+        except ConnectorError as exc:
+            return [*problems, _call_problem(integration, exc, "the token's profile")]
+        body = response.body if isinstance(response.body, dict) else {}
+        profile = body.get("user_obj") if isinstance(body.get("user_obj"), dict) else {}
+        role = profile.get("role")
+        if role != "ADMIN":
+            problems.append(
+                f"The token belongs to a {role or 'non-admin'} profile, not an ADMIN one: "
+                "BottleCRM shows deleted cases only to admins, so a look-up could miss a case "
+                "and a retry would make a second. Make the token for an admin profile."
+            )
+        # 3. The custom field the reference lives in, and fields Handover cannot fill.
         try:
             response = connector.request(
                 "GET", CUSTOM_FIELDS, params={"target_model": "Case", "include_counts": "false"}

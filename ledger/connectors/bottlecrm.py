@@ -23,6 +23,7 @@ from ledger.connectors.base import CallResult, Connector, ConnectorError, ErrorK
 
 CASES = "/api/cases/"
 CUSTOM_FIELDS = "/api/custom-fields/"
+PROFILE = "/api/profile/"  # the token's own profile: its role
 REFERENCE_FIELD = "external_ref"
 NAME_MAX = 64  # Case.name is a CharField(max_length=64): characters, not bytes
 CLOSED = "Closed"

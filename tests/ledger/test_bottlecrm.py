@@ -155,7 +155,7 @@ def test_bottlecrm_refusing_a_field_fails_with_its_own_words_on_the_item_page(
     assert op.attempts.count() == 1  # refused as it is: never repeated
     assert bottlecrm.case_count(enquiry.reference) == 0
     client.force_login(crm_owner)
-    page = client.get(reverse("recovery:operation", args=[op.pk])).content.decode()
+    page = client.get(reverse("recovery:operation", args=[op.pk]), follow=True).content.decode()
     assert "custom_fields.ward: is required" in page
     assert code == 1 and "requires the case field 'ward'" in out
 

@@ -1,6 +1,8 @@
 """The HTTP wrapper against a real server: every failure gets the class that says what is
 known (transient = never sent, uncertain = sent without an answer, invalid, auth)."""
 
+import json
+
 import pytest
 
 from ledger import http
@@ -73,3 +75,27 @@ def test_connection_reset_after_sending_is_uncertain(sandbox):
         post(sandbox)
     assert caught.value.kind is ErrorKind.UNCERTAIN
     assert sandbox.stats()["crm"]["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # BottleCRM's shape (and DRF's): the field errors, never the flag beside them.
+        (
+            {"error": True, "errors": {"name": ["Case already exists with this name"]}},
+            "400: name: Case already exists with this name",
+        ),
+        (
+            {"errors": {"custom_fields": {"ward": "is required"}, "non_field_errors": ["No."]}},
+            "400: custom_fields.ward: is required; No.",
+        ),
+        ({"error": True, "errors": "Admin access required"}, "400: Admin access required"),
+        ({"error": True}, '400: {"error": true}'),
+        ({"error": "reference is required", "detail": ""}, "400: reference is required"),
+        ("plain text refusal", "400: plain text refusal"),
+    ],
+)
+def test_a_refusal_is_told_in_the_destinations_own_words(body, message):
+    text = body if isinstance(body, str) else json.dumps(body)
+    error = http.status_error(http.HttpResult(400, body, text))
+    assert (error.kind, error.message) == (ErrorKind.INVALID, message)

@@ -149,6 +149,7 @@ def test_an_impossible_kind_in_the_environment_stops_the_seed(
 
 # --- checking a destination ---------------------------------------------------------------------
 
+ADMIN = {"user_obj": {"role": "ADMIN"}}
 DEFINED = {
     "definitions": [
         {"key": "external_ref", "field_type": "text", "is_active": True, "is_required": False}
@@ -167,13 +168,14 @@ def check(*args):
 
 
 def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destination):
-    destination.then(200, listed()).then(200, DEFINED)
+    destination.then(200, listed()).then(200, ADMIN).then(200, DEFINED)
 
     code, out = check("crm")
 
     assert code == 0, out
     assert "ready: nothing wrong found" in out
-    lookup, fields = destination.calls
+    lookup, profile, fields = destination.calls
+    assert profile.url == f"{BASE}/api/profile/"
     assert lookup.url == f"{BASE}/api/cases/" and lookup.params["cf_external_ref"]
     assert (fields.url, fields.params["target_model"]) == (f"{BASE}/api/custom-fields/", "Case")
     entry = JournalEntry.objects.get(action="ledger.integration.checked")
@@ -198,12 +200,13 @@ def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destina
         ([(404, "<h1>Not Found</h1>")], "is the address the destination's API root?"),
         ([(500, "Server Error")], "look-up by 'external_ref' is not answering"),
         (
-            [(200, listed()), (200, {"definitions": [], "totals": None})],
+            [(200, listed()), (200, ADMIN), (200, {"definitions": [], "totals": None})],
             "The custom field 'external_ref' is not defined for cases",
         ),
         (
             [
                 (200, listed()),
+                (200, ADMIN),
                 (
                     200,
                     {
@@ -219,9 +222,14 @@ def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destina
         (
             [
                 (200, listed()),
+                (200, ADMIN),
                 (200, {"definitions": [{"key": "external_ref", "field_type": "number"}]}),
             ],
             "is a number field",
+        ),
+        (
+            [(200, listed()), (200, {"user_obj": {"role": "USER"}}), (200, DEFINED)],
+            "The token belongs to a USER profile, not an ADMIN one",
         ),
     ],
 )
@@ -253,3 +261,29 @@ def test_the_handover_kind_checks_its_look_up(rows, destination):
     Integration.objects.filter(name="crm").update(supports_lookup=False)
     destination.then(501, {"error": "lookup disabled"})
     assert check("crm")[0] == 0
+
+
+def test_the_admin_edits_the_kind_and_refuses_what_the_kind_cannot_use(rows, admin_client):
+    crm = rows["crm"]
+    url = f"/admin/ledger/integration/{crm.pk}/change/"
+    page = admin_client.get(url)
+    assert page.status_code == 200 and 'name="kind"' in page.content.decode()
+    form = {
+        "kind": "bottlecrm",
+        "base_url": BASE,
+        "token": "",
+        "timeout_seconds": "2",
+        "retry_budget": "3",
+        "backoff_seconds": "1",
+        "supports_lookup": "on",
+        "settle_delay_seconds": "0",
+        "owner": "",
+    }
+    refused = admin_client.post(url, form)
+    assert refused.status_code == 200
+    assert "BottleCRM needs an API token." in refused.content.decode()
+    crm.refresh_from_db()
+    assert crm.kind == "handover"
+    assert admin_client.post(url, {**form, "token": "bcrm_pat_x"}).status_code == 302
+    crm.refresh_from_db()
+    assert (crm.kind, crm.token) == ("bottlecrm", "bcrm_pat_x")

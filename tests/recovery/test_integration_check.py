@@ -29,7 +29,8 @@ def messages_of(response):
 
 
 def test_an_admin_checks_the_crm_and_reads_what_is_wrong(client_for, bottlecrm_row, destination):
-    destination.then(200, listed()).then(200, {"definitions": []})
+    destination.then(200, listed()).then(200, {"user_obj": {"role": "ADMIN"}})
+    destination.then(200, {"definitions": []})
     url = reverse("recovery:check_integration", args=["crm"])
 
     response = client_for("admin").post(url)
@@ -44,9 +45,8 @@ def test_an_admin_checks_the_crm_and_reads_what_is_wrong(client_for, bottlecrm_r
 
 
 def test_a_ready_destination_is_said_to_be_ready(client_for, bottlecrm_row, destination):
-    destination.then(200, listed()).then(
-        200, {"definitions": [{"key": "external_ref", "field_type": "text"}]}
-    )
+    destination.then(200, listed()).then(200, {"user_obj": {"role": "ADMIN"}})
+    destination.then(200, {"definitions": [{"key": "external_ref", "field_type": "text"}]})
     response = client_for("admin").post(reverse("recovery:check_integration", args=["crm"]))
     assert messages_of(response) == ["CRM: http://bottlecrm.test answered as expected. Ready."]
 
