@@ -17,20 +17,18 @@ What it does, and what it keeps between runs (under BOTTLECRM_HOME, see ``defaul
 Every step is locked against other processes doing the same at the same moment, and a failed
 step says which step and shows the end of its log.
 
-The BottleCRM side (settings, the org/token script) is in ``bottlecrm_site/`` and runs on
-BottleCRM's own Python; this module uses only the standard library and psycopg.
+Steps 1-4 are in ``harness.bottlecrm_build``. The BottleCRM side (settings, the org/token
+script) is in ``bottlecrm_site/`` and runs on BottleCRM's own Python; the harness itself uses
+only the standard library, psycopg and pgserver.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
-import fcntl
-import glob
-import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -41,375 +39,54 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-VERSION = "1.35.0"
-GUNICORN_VERSION = "27.0.1"
-REQUIREMENTS = (f"django-crm=={VERSION}", f"gunicorn=={GUNICORN_VERSION}")
-HERE = Path(__file__).resolve().parent
-CONSTRAINTS = HERE / "bottlecrm-constraints.txt"
-SITE_DIR = HERE / "bottlecrm_site"
-SETTINGS_MODULE = "handover_bottlecrm_settings"
+from harness.bottlecrm_build import (
+    RUN_DB_PREFIX,
+    SITE_DIR,
+    TEMPLATE_DB,
+    VERSION,
+    BottleCrmError,
+    Postgres,
+    PrerequisiteMissing,
+    bottlecrm_env,
+    default_home,
+    die_with_parent,
+    drop_orphan_runs,
+    ensure_template,
+    ensure_venv,
+    find_python,
+    postgres_for,
+    run_logged,
+    say,
+    tail,
+)
+
+__all__ = [
+    "CUSTOM_FIELD_KEY",
+    "VERSION",
+    "BottleCrm",
+    "BottleCrmError",
+    "PrerequisiteMissing",
+    "default_home",
+    "find_python",
+    "main",
+]
+
 SETUP_SCRIPT = SITE_DIR / "handover_bottlecrm_setup.py"
-
 CUSTOM_FIELD_KEY = "external_ref"
-TEMPLATE_DB = "bottlecrm_" + VERSION.replace(".", "_") + "_template"
-RUN_DB_PREFIX = "bottlecrm_run_"
-# Written on the template database only after its migrations all ran; without it the template
-# is a leftover of an interrupted migrate and is rebuilt.
-TEMPLATE_MARK = f"handover harness: django-crm=={VERSION} fully migrated"
 
-VENV_TIMEOUT_SECONDS = 900
-MIGRATE_TIMEOUT_SECONDS = 1800
 SETUP_TIMEOUT_SECONDS = 180
 STARTUP_TIMEOUT_SECONDS = 180
 STOP_TIMEOUT_SECONDS = 15
 HTTP_TIMEOUT_SECONDS = 30
-LOG_TAIL_CHARS = 3000
 KEEP_RUN_LOGS_SECONDS = 3 * 24 * 3600
+
 
 # Calls go straight to the local process, never through an environment proxy.
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class BottleCrmError(RuntimeError):
-    """A step of starting BottleCRM failed; ``step`` names it."""
-
-    def __init__(self, step: str, message: str, log: Path | None = None):
-        self.step = step
-        self.log = log
-        text = f"BottleCRM harness, step '{step}': {message}"
-        if log is not None:
-            text += f"\n--- end of {log} ---\n{_tail(log)}"
-        super().__init__(text)
-
-
-class PrerequisiteMissing(BottleCrmError):
-    """Something the machine must provide is missing (Python 3.12, a package index)."""
-
-
-def default_home() -> Path:
-    """Where the venv, the embedded PostgreSQL and the run logs live, outside the repository.
-
-    BOTTLECRM_HOME when set. As root, /var/cache/handover/bottlecrm-<v>: pgserver runs PostgreSQL
-    as a separate system user and widens every parent of its data directory to o+rx, which under
-    ~/.cache would open up /root. Otherwise $XDG_CACHE_HOME (~/.cache)/handover/bottlecrm-<v>.
-    """
-    configured = os.environ.get("BOTTLECRM_HOME")
-    if configured:
-        return Path(configured).expanduser().resolve()
-    if os.geteuid() == 0:
-        return Path("/var/cache/handover") / f"bottlecrm-{VERSION}"
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "handover" / f"bottlecrm-{VERSION}"
-
-
-def _say(message: str) -> None:
-    print(f"bottlecrm: {message}", file=sys.stderr, flush=True)
-
-
-# -- Python 3.12 and the venv ------------------------------------------------------------------
-
-
-def _python_version(python: str) -> tuple[int, ...] | None:
-    try:
-        out = subprocess.run(
-            [python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return tuple(int(part) for part in out.strip().split("."))
-
-
-def _dotted(version: tuple[int, ...]) -> str:
-    return ".".join(map(str, version))
-
-
-def find_python() -> Path:
-    """BOTTLECRM_PYTHON, else the newest pyenv 3.12.x, else python3.12 on PATH."""
-    override = os.environ.get("BOTTLECRM_PYTHON")
-    if override:
-        found = _python_version(override)
-        if found is None or found[:2] != (3, 12):
-            raise PrerequisiteMissing(
-                "find Python 3.12",
-                f"BOTTLECRM_PYTHON={override} is "
-                + ("not a runnable Python" if found is None else "Python " + _dotted(found))
-                + f"; BottleCRM {VERSION} needs Python 3.12.",
-            )
-        return Path(override)
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    pattern = str(pyenv_root / "versions" / "3.12.*" / "bin" / "python")
-
-    def patch_level(path: str) -> int:
-        match = re.search(r"/3\.12\.(\d+)/", path)
-        return int(match.group(1)) if match else -1
-
-    candidates = sorted(glob.glob(pattern), key=patch_level, reverse=True)
-    on_path = shutil.which("python3.12")
-    if on_path:
-        candidates.append(on_path)
-    for candidate in candidates:
-        found = _python_version(candidate)
-        if found is not None and found[:2] == (3, 12):
-            return Path(candidate)
-    raise PrerequisiteMissing(
-        "find Python 3.12",
-        f"BottleCRM {VERSION} needs Python 3.12 and none was found (looked at BOTTLECRM_PYTHON, "
-        f"{pattern}, python3.12 on PATH). Install one (`pyenv install 3.12`) or set "
-        "BOTTLECRM_PYTHON to its interpreter.",
-    )
-
-
-def _venv_fingerprint(python: Path) -> str:
-    version = _python_version(str(python))
-    digest = hashlib.sha256()
-    digest.update(repr((REQUIREMENTS, version)).encode())
-    digest.update(CONSTRAINTS.read_bytes())
-    return digest.hexdigest()
-
-
-def ensure_venv(home: Path, python: Path, progress: Callable[[str], None] = _say) -> Path:
-    """The venv with BottleCRM, built once (under a lock) and reused while its pins hold."""
-    venv = home / "venv"
-    marker = venv / ".handover-ready"
-    fingerprint = _venv_fingerprint(python)
-    if _read(marker) == fingerprint:
-        return venv
-    with _file_lock(home / "venv.lock", "building BottleCRM's venv", progress):
-        if _read(marker) == fingerprint:  # another process built it while we waited
-            return venv
-        log = home / "logs" / "venv.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("")
-        progress(f"building the venv {venv} with {python} (about a minute; log: {log})")
-        shutil.rmtree(venv, ignore_errors=True)
-        env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_PYTHON_VARS}
-        step = "build BottleCRM's venv"
-        _run_logged([str(python), "-m", "venv", str(venv)], log, step, env, VENV_TIMEOUT_SECONDS)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-input"]
-        pip += ["--constraint", str(CONSTRAINTS), *REQUIREMENTS]
-        try:
-            _run_logged(pip, log, step, env, VENV_TIMEOUT_SECONDS)
-        except BottleCrmError as exc:
-            raise PrerequisiteMissing(
-                step, f"pip could not install {' '.join(REQUIREMENTS)} (no package index?)", log
-            ) from exc
-        # crm/settings.py calls load_dotenv(), which walks up from site-packages to the first
-        # .env it finds: without this one it could read Handover's own .env.
-        (venv / ".env").write_text("")
-        marker.write_text(fingerprint)
-    return venv
-
-
-# Variables of the calling Python that must not leak into another interpreter.
-_FOREIGN_PYTHON_VARS = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE"}
-# All BottleCRM's own processes get from the caller's environment: crm.settings reads dozens of
-# variables (DEBUG, SECRET_KEY, ALLOWED_HOSTS, EMAIL_BACKEND, ...) that Handover's may also set.
-_PASSED_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "SSL_CERT_FILE")
-
-
-# -- PostgreSQL ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Postgres:
-    """Where BottleCRM's databases live: a host or a socket directory, and a superuser."""
-
-    host: str
-    port: str
-    user: str
-    password: str
-    maintenance_db: str
-
-    @classmethod
-    def from_url(cls, url: str) -> Postgres:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("postgres", "postgresql"):
-            raise BottleCrmError("start PostgreSQL", f"not a postgresql:// URL: {url!r}")
-        query = urllib.parse.parse_qs(parts.query)
-        host = parts.hostname or (query.get("host") or [""])[0]
-        if not host:
-            raise BottleCrmError("start PostgreSQL", f"no host in {url!r}")
-        return cls(
-            host=urllib.parse.unquote(host),
-            port=str(parts.port or (query.get("port") or ["5432"])[0]),
-            user=urllib.parse.unquote(parts.username or "postgres"),
-            password=urllib.parse.unquote(parts.password or ""),
-            maintenance_db=parts.path.lstrip("/") or "postgres",
-        )
-
-    @property
-    def local(self) -> bool:
-        """On this machine, so a run database named after a dead pid is an orphan."""
-        return self.host.startswith("/") or self.host in ("127.0.0.1", "localhost", "::1")
-
-    def connect(self, dbname: str | None = None):
-        import psycopg
-
-        return psycopg.connect(
-            host=self.host,
-            port=self.port,
-            user=self.user,
-            password=self.password or None,
-            dbname=dbname or self.maintenance_db,
-            autocommit=True,
-            connect_timeout=10,
-        )
-
-    def child_env(self, dbname: str) -> dict[str, str]:
-        """crm.settings' names for the database."""
-        return {
-            "DBHOST": self.host,
-            "DBPORT": self.port,
-            "DBUSER": self.user,
-            "DBPASSWORD": self.password,
-            "DBNAME": dbname,
-        }
-
-
-def embedded_postgres(home: Path) -> Postgres:
-    """pgserver's PostgreSQL on ``home/pgdata`` (a unix socket, no TCP port)."""
-    # pgserver picks its lock and socket directories when imported; give it a directory of
-    # ours rather than /tmp/runtime-<uid> with a warning (Handover's config.db does the same).
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(home / "run"))
-    Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        import pgserver
-        from pgserver.postgres_server import PostgresServer
-    except ImportError as exc:
-        raise PrerequisiteMissing(
-            "start PostgreSQL",
-            f"pgserver is not installed ({exc}); install requirements.txt or set "
-            "BOTTLECRM_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres",
-        ) from exc
-    data = home / "pgdata"
-    home.mkdir(parents=True, exist_ok=True)
-    with PostgresServer._lock:  # the lock pgserver itself takes around its record of users
-        _forget_dead_handles(data)
-    try:
-        server = pgserver.get_server(data)
-    except Exception as exc:
-        log = data / "log"
-        raise BottleCrmError(
-            "start PostgreSQL", f"pgserver could not start on {data}: {exc}", log
-        ) from exc
-    return Postgres.from_url(server.get_uri())
-
-
-def _forget_dead_handles(data: Path) -> None:
-    # pgserver counts the processes using its server and the last one out stops it; a process
-    # killed first stays counted for ever and the server would never stop.
-    handles = data / ".handle_pids.json"
-    try:
-        pids = json.loads(handles.read_text())
-    except (FileNotFoundError, ValueError):
-        return
-    if not isinstance(pids, list):
-        pids = []
-    alive = [pid for pid in pids if isinstance(pid, int) and pid > 0 and _pid_alive(pid)]
-    if alive != pids:
-        handles.write_text(json.dumps(alive))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def postgres_for(home: Path) -> Postgres:
-    url = os.environ.get("BOTTLECRM_DATABASE_URL")
-    if url:
-        return Postgres.from_url(url)
-    return embedded_postgres(home)
-
-
-def _template_ready(pg: Postgres) -> bool:
-    with pg.connect() as conn:
-        row = conn.execute(
-            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
-            (TEMPLATE_DB,),
-        ).fetchone()
-    return row is not None and row[0] == TEMPLATE_MARK
-
-
-def ensure_template(
-    pg: Postgres, venv: Path, home: Path, progress: Callable[[str], None] = _say
-) -> None:
-    """The migrated template database, migrated once (under a lock) and marked when complete."""
-    step = "migrate the template database"
-    try:
-        if _template_ready(pg):
-            return
-    except Exception as exc:
-        raise BottleCrmError(
-            "start PostgreSQL", f"cannot reach {pg.host}:{pg.port}: {exc}"
-        ) from exc
-    target = hashlib.sha256(f"{pg.host}:{pg.port}".encode()).hexdigest()[:12]
-    with _file_lock(home / f"template-{target}.lock", "migrating the template", progress):
-        if _template_ready(pg):
-            return
-        log = home / "logs" / f"migrate-{target}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("")
-        progress(f"migrating {TEMPLATE_DB} (about 400 migrations, minutes; log: {log})")
-        with pg.connect() as conn:
-            # A template without the mark is what an interrupted migrate left: start again.
-            conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE_DB}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{TEMPLATE_DB}"')
-        env = _bottlecrm_env(pg, TEMPLATE_DB, log.parent, secrets.token_urlsafe(48))
-        command = [str(venv / "bin" / "django-admin"), "migrate", "--noinput"]
-        _run_logged(command, log, step, env, MIGRATE_TIMEOUT_SECONDS, cwd=log.parent)
-        with pg.connect() as conn:
-            # Nobody connects to the template again, so a clone never finds it busy.
-            conn.execute(f'ALTER DATABASE "{TEMPLATE_DB}" WITH ALLOW_CONNECTIONS false')
-            conn.execute(f"COMMENT ON DATABASE \"{TEMPLATE_DB}\" IS '{TEMPLATE_MARK}'")
-
-
-def _drop_orphan_runs(pg: Postgres) -> None:
-    if not pg.local:
-        return
-    with pg.connect() as conn:
-        names = [
-            row[0]
-            for row in conn.execute(
-                "SELECT datname FROM pg_database WHERE datname LIKE %s",
-                (RUN_DB_PREFIX + "%",),
-            )
-        ]
-        for name in names:
-            match = re.fullmatch(RUN_DB_PREFIX + r"(\d+)_[0-9a-f]+", name)
-            if match and not _pid_alive(int(match.group(1))):
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _bottlecrm_env(pg: Postgres, dbname: str, log_dir: Path, secret_key: str) -> dict[str, str]:
-    env = {key: os.environ[key] for key in _PASSED_THROUGH if key in os.environ}
-    env.update(pg.child_env(dbname))
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
-            "PYTHONPATH": str(SITE_DIR),
-            "PYTHONUNBUFFERED": "1",
-            "ENV_TYPE": "dev",
-            "SECRET_KEY": secret_key,
-            "BOTTLECRM_LOG_DIR": str(log_dir),
-        }
-    )
-    return env
-
 
 # -- one BottleCRM -------------------------------------------------------------------------------
 
@@ -426,7 +103,7 @@ class BottleCrm:
         workers: int = 2,
         threads: int = 4,
         request_timeout: int = 30,
-        progress: Callable[[str], None] | None = _say,
+        progress: Callable[[str], None] | None = say,
     ):
         """``request_timeout`` is gunicorn's: how long a request may run before its worker is
         killed (a settle delay must cover it). ``progress=None`` keeps quiet."""
@@ -463,6 +140,8 @@ class BottleCrm:
         venv = self._timed("venv", ensure_venv, self.home, python, self._progress)
         self._pg = self._timed("postgres", postgres_for, self.home)
         self._timed("template", ensure_template, self._pg, venv, self.home, self._progress)
+        # Whoever forgets stop() (an error in a fixture, a script that returns) leaves nothing.
+        atexit.register(self.stop)
         try:
             self._timed("clone", self._clone)
             self._timed("serve", self._setup_and_serve, venv)
@@ -474,6 +153,7 @@ class BottleCrm:
 
     def stop(self) -> None:
         """Stop gunicorn (SIGTERM, then SIGKILL) and drop the run's database. Idempotent."""
+        atexit.unregister(self.stop)
         process, self._process = self._process, None
         if process is not None:
             _terminate(process)
@@ -576,7 +256,7 @@ class BottleCrm:
 
     def _clone(self) -> None:
         assert self._pg is not None
-        _drop_orphan_runs(self._pg)
+        drop_orphan_runs(self._pg)
         name = f"{RUN_DB_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
         self.run_dir = self.home / "runs" / name
         self.run_dir.mkdir(parents=True)
@@ -587,7 +267,7 @@ class BottleCrm:
 
     def _setup_and_serve(self, venv: Path) -> None:
         assert self._pg is not None and self.run_dir is not None and self.database is not None
-        env = _bottlecrm_env(self._pg, self.database, self.run_dir, secrets.token_urlsafe(48))
+        env = bottlecrm_env(self._pg, self.database, self.run_dir, secrets.token_urlsafe(48))
         for attempt in range(3):
             self.port = self.requested_port or _free_port()
             # gunicorn loads Django while the org and token are being made: both take seconds.
@@ -597,7 +277,7 @@ class BottleCrm:
             if self._wait_until_ready():
                 self._progress(f"serving at {self.url} (logs: {self.run_dir})")
                 return
-            if self.requested_port or "already in use" not in _tail(self._gunicorn_log):
+            if self.requested_port or "already in use" not in tail(self._gunicorn_log):
                 break
             self._progress(f"port {self.port} was taken; trying another")
         raise BottleCrmError(
@@ -634,6 +314,7 @@ class BottleCrm:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C meant for the caller is not gunicorn's
+                preexec_fn=die_with_parent,
             )
 
     def _make_org_and_token(self, venv: Path, env: dict[str, str]) -> None:
@@ -643,7 +324,7 @@ class BottleCrm:
         if not self.custom_field:
             command.append("--no-custom-field")
         step = "create the org, admin and token"
-        out = _run_logged(
+        out = run_logged(
             command, log, step, env, SETUP_TIMEOUT_SECONDS, cwd=self.run_dir, capture=True
         )
         try:
@@ -688,78 +369,12 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def _run_logged(
-    command: list[str],
-    log: Path,
-    step: str,
-    env: dict[str, str],
-    timeout: float,
-    cwd: Path | None = None,
-    capture: bool = False,
-) -> str:
-    """Run to completion with its output appended to ``log`` as it comes (stdout returned
-    instead when ``capture``, and logged at the end)."""
-    with open(log, "ab") as sink:
-        sink.write(f"$ {' '.join(command)}\n".encode())
-        sink.flush()
-        try:
-            done = subprocess.run(
-                command,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if capture else sink,
-                stderr=sink,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise BottleCrmError(step, f"still running after {timeout:.0f}s", log) from exc
-        except OSError as exc:
-            raise BottleCrmError(step, f"cannot run {command[0]}: {exc}", log) from exc
-        if capture:
-            sink.write(done.stdout)
-    if done.returncode != 0:
-        raise BottleCrmError(step, f"{Path(command[0]).name} exited with {done.returncode}", log)
-    return (done.stdout or b"").decode("utf-8", "replace")
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path, doing: str, progress: Callable[[str], None]) -> Iterator[None]:
-    """An exclusive lock between processes (released by the kernel if the holder dies)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"waiting for another process {doing} ({path})")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _prune_old_runs(runs: Path) -> None:
     cutoff = time.time() - KEEP_RUN_LOGS_SECONDS
     for run in runs.iterdir():
         with contextlib.suppress(OSError):
             if run.stat().st_mtime < cutoff:
                 shutil.rmtree(run)
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
-
-
-def _tail(path: Path) -> str:
-    try:
-        text = path.read_bytes()[-LOG_TAIL_CHARS:].decode("utf-8", "replace")
-    except OSError as exc:
-        return f"(no log: {exc})"
-    return text or "(empty)"
 
 
 # -- for people ----------------------------------------------------------------------------------
@@ -793,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     except BottleCrmError as exc:
         print(exc, file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # start() has already cleaned up what it made
+        return 130
     try:
         print(f"BottleCRM {VERSION} at {crm.url}")
         print(f"token:     {crm.token}")
