@@ -533,7 +533,7 @@ class Drill:
         if not self.destination.can_inject_faults:
             raise CannotRun(
                 f"cannot be run against {self.destination.describe()}: this case injects faults "
-                "into (or pauses) the destination, which only the sandbox allows"
+                "into (or pauses) the destination, which needs the sandbox or the fault proxy"
             )
 
     # --- running ------------------------------------------------------------------------------
