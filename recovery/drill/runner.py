@@ -296,6 +296,17 @@ class Drill:
             kind, upstream, token = "bottlecrm", self.bottlecrm.url, self.bottlecrm.token
         else:
             kind, upstream, token = crm.kind, crm.base_url, crm.token
+        # Checked as check_integration would, straight at the CRM (never through the proxy),
+        # with patience for a CRM on a busy machine; nothing is started for a CRM that fails.
+        checked = Integration.objects.get(name=Integration.CRM)
+        checked.kind, checked.base_url, checked.token = kind, upstream, token
+        checked.timeout_seconds = CHECK_TIMEOUT_SECONDS
+        problems = kind_of(checked).check(checked)
+        if problems:
+            raise DrillError(
+                f"the CRM is not ready for the drill ({upstream}, kind {kind}): "
+                + " ".join(problems)
+            )
         self.destination = equipment.ProxiedCrm(
             kind=kind,
             upstream=upstream,
@@ -311,15 +322,6 @@ class Drill:
         Integration.objects.filter(name=Integration.CRM).update(
             kind=kind, base_url=self.destination.url, token=token, **REAL_CRM_SETTINGS
         )
-        row = Integration.objects.get(name=Integration.CRM)
-        # Checked as check_integration would, with patience for a CRM on a busy machine.
-        row.timeout_seconds = CHECK_TIMEOUT_SECONDS
-        problems = kind_of(row).check(row)
-        if problems:
-            raise DrillError(
-                f"the CRM is not ready for the drill ({self.destination.describe()}): "
-                + " ".join(problems)
-            )
 
     def teardown(self):
         for child in (self.cluster, self.web):
