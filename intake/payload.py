@@ -4,7 +4,9 @@ A sender reads these messages in a log or a form builder, so each one says what 
 which rule fired.
 """
 
+import json
 import re
+from collections import deque
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
@@ -21,8 +23,118 @@ LIMITS = {
 MAX_DOCUMENTS = 20
 DOCUMENT_ID_MAX = 200
 DOCUMENT_VERSION_MAX = 40
+# A document's id and version go into a URL path and query at the document store: ASCII letters,
+# digits and a few marks, starting with a letter or digit (so never "." or ".."). Documented in
+# docs/intake.md; ledger.http.path encodes every segment as well, for rows stored before this.
+# (The lengths are checked apart, with their own message.)
+DOCUMENT_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:-]*\Z")
+DOCUMENT_VERSION = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 ACCEPTED = ("name", "email", "phone", "message", "subject", "service", "documents", "consent")
 _PHONE = re.compile(r"\A\+?[0-9 ()\-.]+\Z")
+# A body can hold thousands of bad strings; the first few are enough to act on.
+MAX_TEXT_PROBLEMS = 20
+
+
+class NotJson(ValueError):
+    """The body does not parse as JSON (the endpoint answers 415)."""
+
+
+class _Object(dict):
+    """A parsed JSON object that remembers which keys it was sent more than once."""
+
+    __slots__ = ("duplicates",)
+
+
+def _object(pairs) -> _Object:
+    obj = _Object()
+    obj.duplicates = []
+    for key, value in pairs:
+        if key in obj and key not in obj.duplicates:
+            obj.duplicates.append(key)
+        obj[key] = value
+    return obj
+
+
+def parse_json(text: str):
+    """The body's JSON value; objects keep their duplicated keys for ``validate_payload``.
+
+    Raises NotJson. Last-wins on a duplicate key would store one reading of a body whose raw
+    text (kept as evidence) reads both ways, so duplicates are recorded here and refused.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_object)
+    except (ValueError, RecursionError) as exc:
+        raise NotJson(str(exc)) from None
+
+
+def _shown(text: str, limit: int = 64) -> str:
+    """A key as it can be shown back: lone surrogates and NUL escaped, at most ``limit`` long."""
+    escaped = text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode()
+    return escaped[:limit]
+
+
+def _text_problem(text: str) -> str:
+    """Why ``text`` cannot be stored as PostgreSQL text (or jsonb), or ""."""
+    if "\x00" in text:
+        return "remove the NUL character (\\u0000); it cannot be stored."
+    if text.isascii():
+        return ""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"remove the lone UTF-16 surrogate \\u{ord(text[exc.start]):04x} "
+            f"(character {exc.start + 1}); a surrogate escape is only valid as one half of a pair."
+        )
+    return ""
+
+
+def unstorable_text(data) -> dict[str, list[str]]:
+    """One rule for every string the body carries, keys included, at any depth; and no key
+    twice in one object.
+
+    A JSON escape can spell a lone surrogate ("\\ud800") or a NUL, which no UTF-8 column can
+    hold. Found here, before any field is read, and named: errors are keyed by the top-level
+    field, and a message about something inside it starts with its path (``documents[1].id``).
+    """
+    errors: dict[str, list[str]] = {}
+    found = 0
+
+    def report(top: str, where: str, message: str) -> None:
+        nonlocal found
+        found += 1
+        if found > MAX_TEXT_PROBLEMS:
+            return
+        shown = message[0].upper() + message[1:] if where in ("", top) else f"{where}: {message}"
+        errors.setdefault(top, []).append(shown)
+
+    # Breadth first with an explicit queue: json.loads has already bounded the depth, and the
+    # walk adds no recursion of its own. ``where`` is "" for the body itself.
+    queue = deque([(data, "", "body")])
+    while queue:
+        value, where, top = queue.popleft()
+        if isinstance(value, str):
+            problem = _text_problem(value)
+            if problem:
+                report(top, where, problem)
+        elif isinstance(value, list):
+            queue.extend((item, f"{where or top}[{i}]", top) for i, item in enumerate(value))
+        elif isinstance(value, dict):
+            for key in getattr(value, "duplicates", ()):
+                if where:
+                    message = f'the key "{_shown(key)}" appears more than once'
+                    report(top, where, f"{message}; send each key once.")
+                else:
+                    report(_shown(key), "", "this key appears more than once; send each key once.")
+            for key, item in value.items():
+                name = _shown(key)
+                child_top, child_where = (top, f"{where}.{name}") if where else (name, name)
+                problem = _text_problem(key)
+                if problem:
+                    report(child_top, where, f'the key "{name}" is not storable text: {problem}')
+                else:
+                    queue.append((item, child_where, child_top))
+    return errors
 
 
 @dataclass
@@ -57,9 +169,6 @@ def _text(data, key, errors, *, what):
         errors.setdefault(key, []).append(f"Send {what} as text (a JSON string).")
         return ""
     value = value.strip()
-    if "\x00" in value:
-        errors.setdefault(key, []).append(f"Remove the NUL character from {what}.")
-        return ""
     limit = LIMITS[key]
     if len(value) > limit:
         errors.setdefault(key, []).append(
@@ -101,8 +210,12 @@ def _documents(value, errors) -> list:
                 f"within {DOCUMENT_VERSION_MAX} characters."
             )
             continue
-        if "\x00" in doc_id or "\x00" in version:
-            problems.append(f"Document {position}: remove the NUL character.")
+        if not DOCUMENT_ID.match(doc_id) or not DOCUMENT_VERSION.match(version):
+            problems.append(
+                f"Document {position}: write the id with letters, digits and . _ : - only, "
+                "and the version with letters, digits and . _ - only, each starting with a "
+                f"letter or digit (got {_shown(doc_id, 80)!r} version {_shown(version, 40)!r})."
+            )
             continue
         if (doc_id, version) in seen:
             problems.append(f"Document {position}: {doc_id} version {version} is listed twice.")
@@ -120,7 +233,10 @@ def validate_payload(data) -> tuple[Payload | None, dict[str, list[str]]]:
         return None, {
             "body": ["Send a JSON object with name, email or phone, message and consent."]
         }
-    errors: dict[str, list[str]] = {}
+    errors = unstorable_text(data)
+    if errors:
+        # Nothing below may read a string that cannot be stored (or a key sent twice).
+        return None, errors
     unknown = sorted(str(k) for k in data if k not in ACCEPTED)
     for key in unknown[:10]:
         errors[key[:64]] = [f"Unknown field; the accepted fields are: {', '.join(ACCEPTED)}."]
@@ -142,8 +258,16 @@ def validate_payload(data) -> tuple[Payload | None, dict[str, list[str]]]:
                 f"Check the email address: {payload.email[:80]!r} is not a valid address."
             )
         else:
-            # Lower-cased so the advisory customer match is an indexed equality.
-            payload.email = payload.email.lower()
+            # Lower-cased so the advisory customer match is an indexed equality. Lower-casing
+            # can lengthen text ("\u0130" becomes two characters), so the limit is checked on
+            # what will be stored.
+            lowered = payload.email.lower()
+            if len(lowered) > LIMITS["email"]:
+                errors.setdefault("email", []).append(
+                    f"Shorten the email address to at most {LIMITS['email']} characters: it has "
+                    f"{len(lowered)} once lower-cased."
+                )
+            payload.email = lowered
     if payload.phone:
         digits = sum(ch.isdigit() for ch in payload.phone)
         if not _PHONE.match(payload.phone) or not 7 <= digits <= 15:

@@ -6,7 +6,6 @@ ledger: it tells it what happened through intake.signals, sent inside the transa
 """
 
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,7 +19,7 @@ from django_fsm import TransitionNotAllowed
 from intake import signals, signing
 from intake.classification import suggest_category  # noqa: F401  (part of this service API)
 from intake.models import Category, Document, Enquiry, EventConflict, IntakeEvent, Revision
-from intake.payload import validate_payload
+from intake.payload import NotJson, parse_json, validate_payload
 from intake.workflow import SYSTEM
 
 INTAKE_ACTOR = "system:intake"
@@ -74,18 +73,21 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
             tolerance_seconds=settings.INTAKE_TIMESTAMP_TOLERANCE_SECONDS,
         )
     except signing.SignatureRefused as exc:
-        return _error(401, f"Signature refused ({exc}).")
+        return _error(401, f"Signature refused: {exc}.")
     content_type = str(_header(headers, "content-type") or "").split(";")[0].strip().lower()
     if content_type and content_type != "application/json" and not content_type.endswith("+json"):
         return _error(415, "Send the body as application/json.")
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        data = parse_json(text)
+    except NotJson:
         return _error(415, "The body is not valid JSON.")
 
     event_id = str(_header(headers, "webhook-id"))
-    if len(event_id) > IntakeEvent._meta.get_field("event_id").max_length or "\x00" in event_id:
-        return _error(401, "Signature refused (webhook-id is too long or malformed).")
+    longest = IntakeEvent._meta.get_field("event_id").max_length
+    if len(event_id) > longest or "\x00" in event_id:
+        return _error(
+            401, f"Signature refused: webhook-id must be at most {longest} characters, without NUL."
+        )
     digest = hashlib.sha256(body).hexdigest()
 
     payload, errors = validate_payload(data)

@@ -8,6 +8,7 @@ time comparison, several signatures in one header) is the package's own code.
 
 import base64
 import binascii
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,8 @@ from standardwebhooks.webhooks import (
     WebhookVerificationError,
     hmac_data,
 )
+
+logger = logging.getLogger("intake.signing")
 
 HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
 # The spec sends whole seconds; a float, an exponent or a sign is not a timestamp we accept.
@@ -40,7 +43,60 @@ MALFORMED = (
 
 
 class SignatureRefused(Exception):
-    """The delivery is not authentic (or not verifiable); the endpoint answers 401."""
+    """The delivery is not authentic (or not verifiable); the endpoint answers 401.
+
+    Its text is what the sender is told, in the sender's terms: which header is missing or
+    malformed, a timestamp outside the tolerance, or no matching signature. The library's own
+    exception text (an internal detail) goes to the ``intake.signing`` log, never to the sender.
+    """
+
+
+MALFORMED_SIGNATURE = (
+    "the webhook-signature header is malformed; send space-separated "
+    '"v1,<base64 signature>" entries'
+)
+NO_MATCH = "no signature matches this body with a secret of this source"
+
+
+def _signature_problem(header: str) -> str:
+    """What is wrong with the header's shape, or "" (read as the package reads it)."""
+    versions = []
+    for entry in header.split(" "):
+        # The package unpacks each space-separated entry into exactly two comma-separated parts
+        # and base64-decodes the v1 ones; anything else would raise out of it mid-loop.
+        parts = entry.split(",")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            return MALFORMED_SIGNATURE
+        version, signature = parts
+        if version == "v1":
+            try:
+                base64.b64decode(signature, validate=True)
+            except (binascii.Error, ValueError):
+                return MALFORMED_SIGNATURE
+        versions.append(version)
+    if "v1" not in versions:
+        return "the webhook-signature header has no v1 signature"
+    return ""
+
+
+def _timestamp_problem(header: str, *, now: datetime, tolerance: timedelta) -> str:
+    if not _TIMESTAMP.match(header):
+        return "webhook-timestamp must be whole seconds since the Unix epoch"
+    seconds = int(tolerance.total_seconds())
+    try:
+        timestamp = datetime.fromtimestamp(int(header), tz=UTC)
+    except (OverflowError, ValueError, OSError):  # twelve digits reach past the year 9999
+        timestamp = datetime.max.replace(tzinfo=UTC)
+    if timestamp < now - tolerance:
+        when = "too old"
+    elif timestamp > now + tolerance:
+        when = "in the future"
+    else:
+        return ""
+    return (
+        f"webhook-timestamp is {when} (outside the {seconds}-second tolerance); "
+        "check the sender's clock"
+    )
 
 
 class _Verifier(Webhook):
@@ -75,19 +131,34 @@ def verify(
     present = {name: lowered.get(name) for name in HEADERS}
     missing = [name for name, value in present.items() if not value]
     if missing:
-        raise SignatureRefused(f"missing header(s): {', '.join(missing)}")
-    if not secrets:
-        raise SignatureRefused("no secret configured for this source")
+        raise _refused(f"missing header{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    if not all(isinstance(value, str) for value in present.values()):
+        raise _refused(MALFORMED_SIGNATURE)
     tolerance = timedelta(seconds=tolerance_seconds)
-    last = "no matching signature"
+    # The headers' shape is judged here, before the package sees them, so the sender is told
+    # which header is wrong and the package never raises on them.
+    problem = _timestamp_problem(
+        present["webhook-timestamp"], now=now, tolerance=tolerance
+    ) or _signature_problem(present["webhook-signature"])
+    if problem:
+        raise _refused(problem)
+    if not secrets:
+        raise _refused("this source has no usable secret; tell the receiving operator")
+    details = []
     for secret in secrets:
         try:
             _Verifier(secret, now=now, tolerance=tolerance).verify(body, present, json_parse=False)
             return
         except MALFORMED as exc:
-            # A wrong secret and a malformed header raise the same way; try the next secret.
-            last = f"{exc.__class__.__name__}: {exc}"[:200]
-    raise SignatureRefused(last)
+            # A wrong secret and a broken one raise alike; try the next secret. A broken one is
+            # the operator's to fix (manage.py check names it), so its detail goes to the log.
+            details.append(f"{exc.__class__.__name__}: {exc}"[:200])
+    raise _refused(NO_MATCH, details)
+
+
+def _refused(reason: str, details=()) -> SignatureRefused:
+    logger.info("signature refused: %s%s", reason, f" ({'; '.join(details)})" if details else "")
+    return SignatureRefused(reason)
 
 
 def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:

@@ -10,6 +10,10 @@ The distinction that matters is between *never sent* and *sent, no answer*:
 - invalid: the destination refused the request as it is (400/404/409/422, other 4xx).
 - auth: the destination refused our credentials (401/403).
 
+Every connector builds its URL paths with ``ledger.http.path``: one place that encodes each
+segment, so an identifier chosen by someone else cannot steer a request (and its credentials)
+to another path of the destination.
+
 Tests patch ``ledger.http.send`` (and nothing else) in unit tests.
 """
 
@@ -19,6 +23,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import requests
 from requests import exceptions as rx
@@ -41,6 +46,32 @@ def _session() -> requests.Session:
         session.trust_env = False  # destinations are configured, never an environment proxy
         _local.session = session
     return session
+
+
+def path(*segments: str | int) -> str:
+    """The URL path made of ``segments``, each percent-encoded whole: ``path("docs", "a/b")``
+    is ``"/docs/a%2Fb"``.
+
+    Nothing in a segment can add a segment, a query or a fragment: "/", "?", "#" and "%" are
+    encoded (so "..%2F" arrives as the text "..%2F", not as a slash). A segment that is empty,
+    "." or ".." is refused outright: percent-encoding leaves dots alone, and urllib3 resolves
+    dot segments away, so "/docs/.." would be sent as "/". Raises ConnectorError (invalid,
+    never sent).
+    """
+    parts = []
+    for segment in segments:
+        text = str(segment)
+        if text in ("", ".", ".."):
+            raise ConnectorError(
+                ErrorKind.INVALID, f"request not sent: {text!r} cannot be a segment of a URL path"
+            )
+        try:
+            parts.append(quote(text, safe=""))
+        except UnicodeEncodeError as exc:  # a lone surrogate cannot be written as UTF-8
+            raise ConnectorError(
+                ErrorKind.INVALID, f"request not sent: {text!r} is not valid text for a URL"
+            ) from exc
+    return "/" + "/".join(parts)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from sandbox.store import (
     DEFAULT_CAPABILITIES,
@@ -120,6 +120,10 @@ class Request:
         raw_path = environ.get("PATH_INFO") or "/"
         self.path = raw_path.encode("latin-1").decode("utf-8", "replace")
         self.query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        # The path as the client sent it (still percent-encoded): waitress gives REQUEST_URI,
+        # gunicorn RAW_URI; otherwise PATH_INFO, re-encoded.
+        raw_uri = environ.get("REQUEST_URI") or environ.get("RAW_URI")
+        self.raw_path = raw_uri.split("?", 1)[0] if raw_uri else quote(raw_path, safe="/")
         self._body: bytes | None = None
 
     def header(self, name: str) -> str | None:
@@ -226,6 +230,7 @@ class SandboxApp:
     def respond(self, request: Request) -> Response:
         try:
             if not request.path.startswith("/_sandbox/"):
+                self.store.count_path(request.method, request.raw_path)
                 self._authorize(request)
             route, params = self._resolve(request)
             if route.target is None:

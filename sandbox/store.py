@@ -95,6 +95,13 @@ CREATE TABLE IF NOT EXISTS request_counts (
     count INTEGER NOT NULL
 );
 
+-- Every service request by method and path as sent (still percent-encoded), routed or not:
+-- what a test reads to prove that no request reached a path it should not have.
+CREATE TABLE IF NOT EXISTS request_paths (
+    request TEXT PRIMARY KEY,
+    count INTEGER NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS capabilities (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -111,6 +118,7 @@ RESET_STATEMENTS = (
     "DELETE FROM faults",
     "DELETE FROM faults_fired",
     "DELETE FROM request_counts",
+    "DELETE FROM request_paths",
     "DELETE FROM capabilities",
 )
 
@@ -261,6 +269,14 @@ class Store:
             )
             return _take_fault(conn, target)
 
+    def count_path(self, method: str, raw_path: str) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO request_paths (request, count) VALUES (?, 1) "
+                "ON CONFLICT (request) DO UPDATE SET count = count + 1",
+                (f"{method} {raw_path}",),
+            )
+
     def reset(self) -> None:
         with self._write() as conn:
             for statement in RESET_STATEMENTS:
@@ -301,6 +317,12 @@ class Store:
                     row["target"]: row["count"]
                     for row in conn.execute(
                         "SELECT target, count FROM request_counts ORDER BY target"
+                    )
+                },
+                "paths": {
+                    row["request"]: row["count"]
+                    for row in conn.execute(
+                        "SELECT request, count FROM request_paths ORDER BY request"
                     )
                 },
                 "faults_fired": _faults_fired(conn),

@@ -1,5 +1,6 @@
 """The appointments service: free slots for a day, stamped with when they were true."""
 
+from ledger import http
 from ledger.connectors.base import CallResult, Connector
 
 
@@ -8,13 +9,16 @@ class AppointmentsConnector(Connector):
         return {
             **super().request_summary(operation),
             "method": "GET",
-            "path": "/appointments",
+            "path": http.path("appointments"),
             "date": operation.payload.get("date"),
         }
 
     def call(self, operation):
         response = self.request(
-            "GET", "/appointments", operation=operation, params={"date": operation.payload["date"]}
+            "GET",
+            http.path("appointments"),
+            operation=operation,
+            params={"date": operation.payload["date"]},
         )
         body = response.body if isinstance(response.body, dict) else {}
         return CallResult(

@@ -100,7 +100,19 @@ class Connector:
         return self.integration.timeout_seconds
 
     def url(self, path: str) -> str:
+        """``path`` comes from ledger.http.path, which encodes every segment."""
         return self.integration.base_url.rstrip("/") + path
+
+    @staticmethod
+    def summary_path(*segments) -> str:
+        """The path for an attempt's summary (recorded before the call): never raises, because
+        the call itself refuses a path it cannot build, as an invalid attempt."""
+        from ledger import http
+
+        try:
+            return http.path(*segments)
+        except ConnectorError as exc:
+            return f"({exc.message})"
 
     def headers(self, operation=None, *, idempotent=False) -> dict[str, str]:
         headers = {"Accept": "application/json", "X-Handover-Operation": ""}

@@ -17,8 +17,8 @@ Facts and their sources: docs/connectors.md ("BottleCRM, the worked example").
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
 
+from ledger import http
 from ledger.connectors.base import CallResult, Connector, ConnectorError, ErrorKind, LookupResult
 
 CASES = "/api/cases/"
@@ -30,8 +30,9 @@ CLOSED = "Closed"
 
 
 def case_path(case_id: str) -> str:
-    # An ID is the destination's data: it must never add a path segment or a query.
-    return f"{CASES}{quote(str(case_id), safe='')}/"
+    # An ID is the destination's data: http.path encodes it whole (or refuses "", ".", "..").
+    # BottleCRM's routes end in a slash.
+    return http.path("api", "cases", case_id) + "/"
 
 
 def case_name(reference: str, fields: dict) -> str:
@@ -210,7 +211,8 @@ class BottleCrmCaseClose(Connector):
         return {
             **super().request_summary(operation),
             "method": "PATCH",
-            "path": case_path(operation.payload.get("external_id", "")),
+            "path": self.summary_path("api", "cases", operation.payload.get("external_id", ""))
+            + "/",
             "external_id": operation.payload.get("external_id"),
         }
 

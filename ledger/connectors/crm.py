@@ -1,7 +1,10 @@
 """The CRM: create an enquiry record (with reference and idempotency key), look it up by
 reference, close it (the compensation for a confirmed create)."""
 
+from ledger import http
 from ledger.connectors.base import CallResult, Connector, ConnectorError, LookupResult
+
+ENQUIRIES = ("crm", "enquiries")
 
 
 class CrmCreateConnector(Connector):
@@ -9,13 +12,13 @@ class CrmCreateConnector(Connector):
         return {
             **super().request_summary(operation),
             "method": "POST",
-            "path": "/crm/enquiries",
+            "path": http.path(*ENQUIRIES),
             "reference": operation.payload.get("reference"),
             "idempotency_key_sent": self.integration.capabilities.idempotency_key,
         }
 
     def call(self, operation):
-        response, _body, external_id = self.post_write("/crm/enquiries", operation)
+        response, _body, external_id = self.post_write(http.path(*ENQUIRIES), operation)
         return CallResult(
             response.status,
             external_id,
@@ -28,7 +31,7 @@ class CrmCreateConnector(Connector):
             return LookupResult(supported=False)
         try:
             response = self.request(
-                "GET", "/crm/enquiries", params={"reference": operation.payload["reference"]}
+                "GET", http.path(*ENQUIRIES), params={"reference": operation.payload["reference"]}
             )
         except ConnectorError as exc:
             if exc.status == 501:
@@ -40,21 +43,18 @@ class CrmCreateConnector(Connector):
 
 
 class CrmCloseConnector(Connector):
-    def _path(self, operation):
-        return f"/crm/enquiries/{operation.payload['external_id']}"
-
     def request_summary(self, operation):
         return {
             **super().request_summary(operation),
             "method": "POST",
-            "path": self._path(operation) + "/close",
+            "path": self.summary_path(*ENQUIRIES, operation.payload.get("external_id"), "close"),
             "external_id": operation.payload.get("external_id"),
         }
 
     def call(self, operation):
         response = self.request(
             "POST",
-            self._path(operation) + "/close",
+            http.path(*ENQUIRIES, operation.payload["external_id"], "close"),
             operation=operation,
             idempotent=self.integration.capabilities.idempotency_key,
             json_body={"reason": operation.payload.get("reason", "")},
@@ -69,7 +69,7 @@ class CrmCloseConnector(Connector):
 
     def lookup(self, operation):
         # "Is the record already closed?" Reading one record by ID needs no search capability.
-        response = self.request("GET", self._path(operation))
+        response = self.request("GET", http.path(*ENQUIRIES, operation.payload["external_id"]))
         body = response.body if isinstance(response.body, dict) else {}
         if body.get("closed"):
             return LookupResult(

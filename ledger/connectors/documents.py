@@ -1,5 +1,6 @@
 """The document store: read one version of an attached document (403 when access is removed)."""
 
+from ledger import http
 from ledger.connectors.base import CallResult, Connector
 
 
@@ -8,7 +9,7 @@ class DocumentsConnector(Connector):
         return {
             **super().request_summary(operation),
             "method": "GET",
-            "path": f"/docs/{operation.payload.get('document_id')}",
+            "path": self.summary_path("docs", operation.payload.get("document_id")),
             "version": operation.payload.get("version"),
         }
 
@@ -17,7 +18,10 @@ class DocumentsConnector(Connector):
         if operation.payload.get("version"):
             params["version"] = operation.payload["version"]
         response = self.request(
-            "GET", f"/docs/{operation.payload['document_id']}", operation=operation, params=params
+            "GET",
+            http.path("docs", operation.payload["document_id"]),
+            operation=operation,
+            params=params,
         )
         body = response.body if isinstance(response.body, dict) else {}
         return CallResult(

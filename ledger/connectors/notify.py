@@ -1,7 +1,10 @@
 """The notification provider: send a message (accepted, then delivered or failed), look messages
 up by reference to learn whether an uncertain send was accepted and how its delivery went."""
 
+from ledger import http
 from ledger.connectors.base import CallResult, Connector, LookupResult
+
+MESSAGES = ("notify", "messages")
 
 
 class NotifyConnector(Connector):
@@ -9,13 +12,15 @@ class NotifyConnector(Connector):
         return {
             **super().request_summary(operation),
             "method": "POST",
-            "path": "/notify/messages",
+            "path": http.path(*MESSAGES),
             "reference": operation.payload.get("reference"),
             "template": operation.payload.get("template"),
         }
 
     def call(self, operation):
-        response, body, external_id = self.post_write("/notify/messages", operation, what="message")
+        response, body, external_id = self.post_write(
+            http.path(*MESSAGES), operation, what="message"
+        )
         return CallResult(
             response.status,
             external_id,
@@ -27,7 +32,7 @@ class NotifyConnector(Connector):
         if not self.integration.capabilities.lookup:
             return LookupResult(supported=False)
         response = self.request(
-            "GET", "/notify/messages", params={"reference": operation.payload["reference"]}
+            "GET", http.path(*MESSAGES), params={"reference": operation.payload["reference"]}
         )
         template = operation.payload.get("template")
         results = [
@@ -42,5 +47,5 @@ class NotifyConnector(Connector):
         )
 
     def delivery_status(self, external_id: str) -> str:
-        response = self.request("GET", f"/notify/messages/{external_id}")
+        response = self.request("GET", http.path(*MESSAGES, external_id))
         return (response.body or {}).get("status", "")

@@ -264,3 +264,14 @@ def test_an_uncertain_close_is_settled_by_reading_the_case_status(approved, dest
 
     assert destination.calls[-1].url == f"{BASE}/api/cases/c-9/"
     assert [c.method for c in destination.calls].count("PATCH") == 1
+
+
+def test_a_dot_dot_case_id_is_never_sent(approved, destination):
+    compensation = close_operation(approved, destination, "..")
+    calls = len(destination.calls)
+
+    assert execution.execute(compensation.pk) == "failed (invalid)"
+
+    assert len(destination.calls) == calls
+    compensation.refresh_from_db()
+    assert "cannot be a segment of a URL path" in compensation.last_error_message

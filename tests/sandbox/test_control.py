@@ -21,6 +21,7 @@ def test_fresh_stats(sandbox):
         "notify": {"total": 0, "by_reference": {}},
         "docs": {"total": 0, "versions": 0},
         "requests": {},
+        "paths": {},
         "faults_fired": {},
         "faults_pending": [],
         "capabilities": DEFAULT_CAPABILITIES,
@@ -40,6 +41,19 @@ def test_stats_count_requests_per_target_but_not_control_calls(api, sandbox):
     }
 
 
+def test_stats_count_requests_per_path_as_sent_routed_or_not(api, sandbox):
+    api.get("/docs/a%2Fb", params={"version": "1"})  # encoded: one segment, no route for it
+    api.get("/docs/a%2Fb")
+    api.get("/crm/enquiries", params={"reference": "R-1"})
+    api.get("/nowhere")
+    sandbox.stats()  # control calls are not counted
+    assert sandbox.stats()["paths"] == {
+        "GET /crm/enquiries": 1,
+        "GET /docs/a%2Fb": 2,
+        "GET /nowhere": 1,
+    }
+
+
 def test_reset_wipes_records_faults_counters_and_capabilities(api, sandbox):
     api.post("/crm/enquiries", json={"reference": "R-1"})
     api.post("/notify/messages", json={"to": "a@example.org", "template": "t", "reference": "R"})
@@ -52,7 +66,7 @@ def test_reset_wipes_records_faults_counters_and_capabilities(api, sandbox):
 
     after = sandbox.reset()
     assert after["crm"]["total"] == after["notify"]["total"] == after["docs"]["total"] == 0
-    assert after["requests"] == after["faults_fired"] == {}
+    assert after["requests"] == after["paths"] == after["faults_fired"] == {}
     assert after["faults_pending"] == []
     assert after["capabilities"] == DEFAULT_CAPABILITIES
     api.put("/docs/d", data="y")
