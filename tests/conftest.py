@@ -67,7 +67,7 @@ def bottlecrm_unavailable(reason):
     """A prerequisite of BottleCRM is missing: fail under CI (a skipped proof is no proof),
     skip with the reason on a person's machine."""
     if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
-        pytest.fail(f"BottleCRM is required when CI is set, and {reason}", pytrace=False)
+        pytest.fail(f"BottleCRM is required when CI is set. {reason}", pytrace=False)
     pytest.skip(f"no BottleCRM: {reason}")
 
 
