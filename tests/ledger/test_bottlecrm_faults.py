@@ -95,6 +95,18 @@ def land_held_requests(proxy):
     wait_until(lambda: proxy.stats()["in_flight"] == 0, timeout=60, what="the late create to land")
 
 
+def send_late(op):
+    """Execute with the create held by the proxy (``late``): the caller gives up at its
+    timeout, which a short one only reaches sooner (nothing reaches BottleCRM before the
+    release, however long it waits); the row's timeout is put back for what follows."""
+    row = op.integration
+    Integration.objects.filter(pk=row.pk).update(timeout_seconds=2.0)
+    try:
+        return execution.execute(op.pk)
+    finally:
+        Integration.objects.filter(pk=row.pk).update(timeout_seconds=TIMEOUT_SECONDS)
+
+
 def as_if_the_settle_delay_had_passed(op):
     """Move the operation's call back in time past the kind's settle delay (30 s for
     BottleCRM): the reconcile then sees what it would see had the late request been held longer
@@ -106,12 +118,12 @@ def as_if_the_settle_delay_had_passed(op):
         )
 
 
-@pytest.mark.parametrize("mode", ["drop_after_forward", "hold"])
 def test_an_answer_lost_after_bottlecrm_committed_is_reconciled_to_one_case_without_a_second_post(
-    crm_row, bottlecrm, proxy, approved, mode
+    crm_row, bottlecrm, proxy, approved
 ):
+    # (The answer held past the timeout, the proxy's `hold`, is the drill's timeout case.)
     enquiry, op = approved(message="Fly-tipping behind the library")
-    proxy.fault("crm.create", mode)
+    proxy.fault("crm.create", "drop_after_forward")
 
     outcome = execution.execute(op.pk)
 
@@ -141,7 +153,7 @@ def test_a_late_create_within_the_settle_delay_is_waited_for_and_found_no_duplic
     enquiry, op = approved()
     proxy.fault("crm.create", "late")  # held until released: it lands when the test says
 
-    assert execution.execute(op.pk).startswith("unknown")
+    assert send_late(op).startswith("unknown")
     op.refresh_from_db()
     assert bottlecrm.case_count(enquiry.reference) == 0  # nothing there yet
 
@@ -183,7 +195,7 @@ def test_a_create_later_than_the_settle_delay_is_retried_and_bottlecrm_refuses_t
     the queue as ``duplicate_records`` for a person (tests/ledger/test_bottlecrm.py)."""
     enquiry, op = approved()
     proxy.fault("crm.create", "late")
-    assert execution.execute(op.pk).startswith("unknown")
+    assert send_late(op).startswith("unknown")
     op.refresh_from_db()
 
     as_if_the_settle_delay_had_passed(op)
