@@ -214,9 +214,11 @@ _CATEGORY = re.compile(r"^Category: (.+?)\s*$", re.MULTILINE)
 
 
 def description_fields(description: str) -> dict:
-    """The revision and category the BottleCRM kind wrote into a case's description."""
-    revision = _REVISION.search(description)
-    category = _CATEGORY.search(description)
+    """The revision and category the BottleCRM kind wrote into a case's description: from
+    the block after its last ``--`` line, never from the resident's message above it."""
+    block = description.rsplit("\n--\n", 1)[-1]
+    revision = _REVISION.search(block)
+    category = _CATEGORY.search(block)
     return {
         "revision": int(revision.group(1)) if revision else None,
         "category": category.group(1) if category else None,
