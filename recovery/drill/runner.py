@@ -292,7 +292,10 @@ class Drill:
             ) from exc
         if self.choice == "bottlecrm":
             self.say("Starting a BottleCRM for this run (minutes on a machine's first run)")
-            self.bottlecrm = equipment.start_bottlecrm(progress=self.say)
+            try:
+                self.bottlecrm = equipment.start_bottlecrm(progress=self.say)
+            except Exception as exc:  # the harness's own errors name the step and its log
+                raise DrillError(f"BottleCRM did not start: {exc}") from exc
             kind, upstream, token = "bottlecrm", self.bottlecrm.url, self.bottlecrm.token
         else:
             kind, upstream, token = crm.kind, crm.base_url, crm.token
@@ -307,14 +310,19 @@ class Drill:
                 f"the CRM is not ready for the drill ({upstream}, kind {kind}): "
                 + " ".join(problems)
             )
-        self.destination = equipment.ProxiedCrm(
-            kind=kind,
-            upstream=upstream,
-            token=token,
-            others=sandbox,
-            log_path=self.dir / "proxy.log",
-            started_by_drill=self.bottlecrm is not None,
-        )
+        try:
+            self.destination = equipment.ProxiedCrm(
+                kind=kind,
+                upstream=upstream,
+                token=token,
+                others=sandbox,
+                log_path=self.dir / "proxy.log",
+                started_by_drill=self.bottlecrm is not None,
+            )
+        except (ValueError, RuntimeError) as exc:  # no targets for the kind; no proxy
+            raise DrillError(
+                f"the fault proxy in front of {upstream} did not start: {exc}"
+            ) from exc
         self.wait_seconds = REAL_CRM_WAIT_SECONDS
         Integration.objects.exclude(name=Integration.CRM).update(
             base_url=self.sandbox.url, **DRILL_SETTINGS
