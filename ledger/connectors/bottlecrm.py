@@ -17,6 +17,7 @@ Facts and their sources: docs/connectors.md ("BottleCRM, the worked example").
 from __future__ import annotations
 
 import json
+import unicodedata
 
 from ledger import http
 from ledger.connectors.base import CallResult, Connector, ConnectorError, ErrorKind, LookupResult
@@ -38,14 +39,33 @@ def case_path(case_id: str) -> str:
 def case_name(reference: str, fields: dict) -> str:
     """The reference first, then the subject (or the start of the message), within 64 characters.
 
-    Python slices on characters (code points), as Django's max_length counts them, so a cut
-    never splits a character; a cut word is marked with an ellipsis.
+    Django's max_length counts code points, as Python's slicing does. A cut is moved back so
+    it never falls inside a character as people see it (before a combining accent, a variation
+    selector or a skin tone, or after a joiner), and is marked with an ellipsis.
     """
     words = " ".join(str(fields.get("subject") or fields.get("message") or "Enquiry").split())
     name = f"{reference} {words}".strip()
-    if len(name) > NAME_MAX:
-        name = name[: NAME_MAX - 1].rstrip() + "…"
-    return name
+    if len(name) <= NAME_MAX:
+        return name
+    cut = NAME_MAX - 1  # room for the ellipsis
+    while cut > len(reference) and (_continues(name[cut]) or name[cut - 1] == ZWJ):
+        cut -= 1
+    return name[:cut].rstrip() + "…"
+
+
+ZWJ = "\u200d"
+
+
+def _continues(char: str) -> bool:
+    """Whether ``char`` belongs to the character before it (it cannot start one)."""
+    code = ord(char)
+    return (
+        unicodedata.category(char) in ("Mn", "Mc", "Me")
+        or char == ZWJ
+        or 0xFE00 <= code <= 0xFE0F  # variation selectors (emoji presentation)
+        or 0x1F3FB <= code <= 0x1F3FF  # skin tone modifiers
+        or 0xE0020 <= code <= 0xE007F  # tag characters (flags of regions)
+    )
 
 
 def case_description(payload: dict) -> str:

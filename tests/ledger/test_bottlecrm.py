@@ -105,6 +105,19 @@ def test_an_approved_enquiry_becomes_exactly_one_case_confirmed_with_its_id(
     assert op.attempts.get().request_summary["idempotency_key_sent"] is False
 
 
+def test_a_long_subject_is_cut_to_a_name_bottlecrm_accepts(crm_row, bottlecrm, approved):
+    # 64 characters as BottleCRM counts them: accents and an emoji are one character each.
+    enquiry, op = approved(message="Überfüllte Mülltonnen in der Straße 🗑️ " * 12)
+
+    assert execution.execute(op.pk) == "confirmed"
+
+    op.refresh_from_db()
+    name = bottlecrm.get_case(op.external_id)["name"]
+    assert len(name) <= 64 and name.endswith("…")
+    assert name.startswith(f"{enquiry.reference} Überfüllte")
+    assert bottlecrm.case_count(enquiry.reference) == 1
+
+
 def test_a_bad_token_fails_as_auth_the_owner_is_told_and_nothing_is_retried(
     db, bottlecrm, crm_owner, approved
 ):

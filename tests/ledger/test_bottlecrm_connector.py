@@ -9,7 +9,7 @@ import pytest
 from intake.models import EnquiryState
 from ledger import execution, http
 from ledger.connectors.base import ConnectorError, ErrorKind
-from ledger.connectors.bottlecrm import NAME_MAX, case_name
+from ledger.connectors.bottlecrm import NAME_MAX, ZWJ, _continues, case_name
 from ledger.models import JournalEntry, Op, Operation
 from ledger.policies import allowed_actions
 from tests.ledger.bottlecrm_fake import ScriptedDestination, case, created, listed
@@ -103,6 +103,17 @@ def test_the_name_is_cut_on_characters_to_64_and_keeps_the_reference():
     assert name.startswith("ENQ-7Q2X9K Überweisung")
     assert name.endswith("…")
     assert case_name("ENQ-1", {"message": "  a\n\nshort   one "}) == "ENQ-1 a short one"
+    # Never cut inside what people see as one character: an emoji with its selector, a
+    # letter with its combining accent, a family joined by ZWJs.
+    for tail in ("🗑️", "e\u0301", "👩\u200d👩\u200d👧"):
+        for pad in range(NAME_MAX - 6, NAME_MAX + 2):
+            subject = "x" * (pad - 6) + tail + " more words"
+            name = case_name("ENQ-1", {"subject": subject})
+            assert len(name) <= NAME_MAX
+            kept = name.removesuffix("…").rstrip()
+            rest = f"ENQ-1 {subject}".removeprefix(kept)
+            assert rest != f"ENQ-1 {subject}", (pad, name)  # kept is a prefix
+            assert not kept.endswith(ZWJ) and not (rest and _continues(rest[0])), (pad, name)
 
 
 def test_a_200_that_does_not_echo_the_reference_waits_for_a_person_with_the_case_id(
