@@ -40,7 +40,7 @@ screenshots: $(VENV)/.installed
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py drill
+	$(PY) manage.py drill $(DRILL_ARGS)
 
 clean:
 	rm -rf $(VENV) var staticfiles

@@ -17,6 +17,13 @@ database and the sandbox's own stats:
 - no operation is stuck invisibly: due, in flight or reconciling with nobody working on it and
   no person asked (``unresolved_invisible``).
 
+``--destination bottlecrm``: the CRM is a real BottleCRM (started for the run by
+``harness/bottlecrm.py``) behind the fault proxy (``harness/faultproxy``): the CRM row is of kind
+``bottlecrm`` and points at the proxy, the CRM's faults are the proxy's (``CRM_PROXY_MODES``),
+and cases are counted AT BottleCRM through the kind's own look-up by reference, plus every case
+in BottleCRM's org (``cases_without_soak_reference``: a case Handover made without its
+reference would be invisible to every look-up). Notifications stay on the sandbox.
+
 Isolation: by default the soak runs its OWN PostgreSQL (pgserver, a throwaway data directory
 under var/soak/), so restarting it never touches anybody else's connections; with
 ``--database-url`` it uses that server (a fresh ``handover_soak_<pid>`` database) and restarts
@@ -53,6 +60,20 @@ FAULT_MODES = (
     "latency",
 )
 FAULT_DELAY_MS = {"timeout_after_commit": 1500, "latency": 300}
+# Against a real CRM, through the fault proxy: its modes, with "late" landing 3 s after Handover
+# gave up (seen on BottleCRM with a short client timeout), inside the kind's settle delay.
+CRM_PROXY_MODES = (
+    "hold",
+    "drop_after_forward",
+    "error_503",
+    "error_403",
+    "error_422",
+    "reset_before_commit",
+    "late",
+    "latency",
+)
+CRM_PROXY_DELAY_MS = {"late": 3000, "latency": 300}
+REAL_CRM_TIMEOUT_SECONDS = 10.0
 DB_ERRORS: tuple = ()  # filled after Django is set up
 
 
@@ -199,6 +220,8 @@ class Soak:
         self.faults_armed: dict[str, int] = {}
         self.fault_loop_turns = 0
         self.fault_errors: list[str] = []
+        self.bottlecrm = None
+        self.crm = None  # harness.drill.ProxiedCrm when the CRM is real
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -214,11 +237,13 @@ class Soak:
         url = self.pg.url(db_name)
         os.environ["DATABASE_URL"] = url
         os.environ.setdefault("SECRET_KEY", "soak-" + secrets.token_urlsafe(40))
+        real_crm = args.destination == "bottlecrm"
         os.environ.update(
             {
                 "CONNECTOR_TIMEOUT_SECONDS": "1",
-                "Q_TIMEOUT": "8",
-                "Q_RETRY": "10",
+                # Above the real CRM's timeout (config/checks.py's order, per integration).
+                "Q_TIMEOUT": "30" if real_crm else "8",
+                "Q_RETRY": "40" if real_crm else "10",
                 "Q_POLL": "0.05",
                 "CONN_MAX_AGE": "60",
                 "LOG_LEVEL": "WARNING",
@@ -271,6 +296,8 @@ class Soak:
             supports_idempotency_key=True,
             owner=self.owner,
         )
+        if real_crm:
+            self.setup_bottlecrm()
         self.secret = new_secret()
         self.env = child_environment(INTAKE_SECRETS=json.dumps({SOURCE: [self.secret]}))
         self.web = WebServer(self.dir / "web.log", self.env, workers=2, threads=4).start()
@@ -279,10 +306,43 @@ class Soak:
         self.web.wait_ready()
         log(f"web {self.web.url}, sandbox {self.sandbox.url}, logs {self.dir}")
 
+    def setup_bottlecrm(self):
+        """A BottleCRM for the run, the fault proxy in front, the CRM row pointing at it."""
+        from harness.drill import ProxiedCrm, start_bottlecrm
+        from ledger.kinds import kind_of
+        from ledger.models import Integration
+        from recovery.drill.destination import SandboxDestination
+
+        log("starting BottleCRM (harness/bottlecrm.py)")
+        self.bottlecrm = start_bottlecrm(progress=log)
+        self.crm = ProxiedCrm(
+            kind="bottlecrm",
+            upstream=self.bottlecrm.url,
+            token=self.bottlecrm.token,
+            others=SandboxDestination(self.sandbox),
+            log_path=self.dir / "proxy.log",
+            started_by_drill=True,
+        )
+        Integration.objects.filter(name=Integration.CRM).update(
+            kind="bottlecrm",
+            base_url=self.crm.url,
+            token=self.bottlecrm.token,
+            timeout_seconds=REAL_CRM_TIMEOUT_SECONDS,
+        )
+        row = Integration.objects.get(name=Integration.CRM)
+        problems = kind_of(row).check(row)
+        if problems:
+            raise RuntimeError("BottleCRM is not ready: " + " ".join(problems))
+        log(f"BottleCRM {self.bottlecrm.url} behind the fault proxy {self.crm.url}")
+
     def teardown(self):
         for child in (getattr(self, "cluster", None), getattr(self, "web", None)):
             if child is not None:
                 child.stop()
+        if self.crm is not None:
+            self.crm.proxy.stop()
+        if self.bottlecrm is not None:
+            self.bottlecrm.stop()
         if getattr(self, "sandbox", None) is not None:
             self.sandbox.stop()
         if getattr(self, "pg", None) is not None:
@@ -428,34 +488,60 @@ class Soak:
 
     # -- chaos -----------------------------------------------------------------------------------
 
+    def fault_view(self) -> dict[str, tuple[int, int, int]]:
+        """Per target: calls so far, faults fired, faults pending (from whoever injects them:
+        the sandbox, or for a real CRM the proxy in front of it)."""
+        stats = self.sandbox.stats()
+        view = {}
+        for target in FAULT_TARGETS:
+            view[target] = (
+                stats["requests"].get(target, 0),
+                sum(stats["faults_fired"].get(target, {}).values()),
+                sum(1 for f in stats["faults_pending"] if f["target"] == target),
+            )
+        if self.crm is not None:
+            proxied = self.crm.proxy.stats()
+            for target in ("crm.create", "crm.lookup"):
+                counters = proxied["targets"][target]
+                view[target] = (
+                    counters["seen"],
+                    sum(counters["faulted"].values()),
+                    sum(1 for f in proxied["faults_pending"] if f["target"] == target),
+                )
+        return view
+
+    def arm(self, target: str):
+        if self.crm is not None and target.startswith("crm."):
+            mode = self.rng.choice(CRM_PROXY_MODES)
+            self.crm.proxy.fault(target, mode, count=1, delay_ms=CRM_PROXY_DELAY_MS.get(mode))
+        else:
+            mode = self.rng.choice(FAULT_MODES)
+            self.sandbox.fault(target, mode, count=1, delay_ms=FAULT_DELAY_MS.get(mode))
+
     def fault_loop(self):
         """Keep about fault-rate of each target's calls meeting a fault, of a random mode."""
         while not self.stop_chaos.is_set():
             try:
-                stats = self.sandbox.stats()
+                view = self.fault_view()
             except Exception as exc:
                 self.fault_errors.append(repr(exc)[:200])
                 time.sleep(0.2)
                 continue
             self.fault_loop_turns += 1
-            pending = {t: 0 for t in FAULT_TARGETS}
-            for fault in stats["faults_pending"]:
-                pending[fault["target"]] = pending.get(fault["target"], 0) + 1
-            for target in FAULT_TARGETS:
-                calls = stats["requests"].get(target, 0)
-                fired = sum(stats["faults_fired"].get(target, {}).values())
+            for target, (calls, fired, pending) in view.items():
                 # Calls come in bursts faster than this loop turns: keep a few armed ahead.
-                deficit = self.args.fault_rate * (calls + 20) - fired - pending[target]
-                for _ in range(min(4 - pending[target], int(deficit))):
-                    mode = self.rng.choice(FAULT_MODES)
+                deficit = self.args.fault_rate * (calls + 20) - fired - pending
+                for _ in range(min(4 - pending, int(deficit))):
                     try:
-                        self.sandbox.fault(target, mode, count=1, delay_ms=FAULT_DELAY_MS.get(mode))
+                        self.arm(target)
                     except Exception as exc:
                         self.fault_errors.append(repr(exc)[:200])
                         break
                     self.faults_armed[target] = self.faults_armed.get(target, 0) + 1
             time.sleep(0.05)
         self.sandbox.clear_faults()
+        if self.crm is not None:
+            self.crm.proxy.clear_faults()
 
     def kill_loop(self):
         every = self.args.kill_every
@@ -524,10 +610,22 @@ class Soak:
         from recovery.queue import all_rows
 
         stats = self.sandbox.stats()
-        by_reference = stats["crm"]["by_reference"]
         events = {e.event_id: e for e in IntakeEvent.objects.filter(source=SOURCE)}
         enquiries = {e.pk: e for e in Enquiry.objects.filter(source=SOURCE)}
         soak_refs = {e.reference for e in enquiries.values()}
+        extra = {}
+        if self.crm is None:
+            by_reference = stats["crm"]["by_reference"]
+        else:
+            # Counted at BottleCRM, by the kind's own look-up, one reference at a time.
+            by_reference = {ref: self.crm.records(ref) for ref in sorted(soak_refs)}
+            in_org = self.bottlecrm.count_all_cases()
+            extra = {
+                "destination": self.crm.as_dict(),
+                "cases_in_bottlecrm": in_org,
+                "cases_without_soak_reference": in_org - sum(by_reference.values()),
+                "proxy": self.crm.proxy.stats()["targets"],
+            }
         lost = []
         for event_id in self.accepted:
             event = events.get(event_id)
@@ -581,7 +679,13 @@ class Soak:
         ]
         duplicates = sum(n - 1 for ref, n in by_reference.items() if ref in soak_refs and n > 1)
         records = sum(n for ref, n in by_reference.items() if ref in soak_refs)
+        if extra.get("cases_without_soak_reference"):
+            invisible.append(
+                f"{extra['cases_without_soak_reference']} case(s) in BottleCRM carry no soak "
+                "reference: no look-up would ever find them"
+            )
         return {
+            "destination": self.args.destination,
             "events_sent": self.events_sent,
             "distinct_events": self.args.events,
             "enquiries": len(enquiries),
@@ -611,6 +715,7 @@ class Soak:
                 "unresolved_visible": visible[:20],
                 "unresolved_invisible": invisible[:20],
                 "logs": str(self.dir),
+                **extra,
             },
         }
 
@@ -665,6 +770,12 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--quiescence-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--destination",
+        choices=("sandbox", "bottlecrm"),
+        default="sandbox",
+        help="the CRM: the sandbox, or a real BottleCRM behind the fault proxy",
+    )
     parser.add_argument(
         "--database-url",
         default="",

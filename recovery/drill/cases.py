@@ -45,6 +45,9 @@ class Spec:
     expected: str
     run: Callable[[Drill, CaseResult], None]
     needs_faults: bool = False
+    # The integrations whose destination the case writes to or counts at (the report names
+    # which destination each one was: against a real CRM, only the CRM is real).
+    uses: tuple[str, ...] = ("crm",)
 
 
 def _ready(d: Drill, case: CaseResult, **fields) -> Enquiry:
@@ -523,6 +526,7 @@ CASES = [
         "access failure; no invented fields",
         document_access_removed,
         needs_faults=True,
+        uses=("documents", "crm"),
     ),
     Spec(
         "changed",
@@ -537,6 +541,7 @@ CASES = [
         "one CRM record; notification open separately",
         notification_fails,
         needs_faults=True,
+        uses=("crm", "notify"),
     ),
     Spec(
         "corrected",

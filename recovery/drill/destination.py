@@ -1,8 +1,9 @@
 """Where the drill's writes land, and how it counts them: the destination's own records.
 
-A sandbox answers its control plane (faults, capabilities, stats per reference); any other CRM
-that speaks Handover's contract can still be counted by reference (``GET /crm/enquiries``), but
-faults cannot be injected into it, so the cases that need a fault say so instead of running.
+A sandbox answers its control plane (faults, capabilities, stats per reference). A real CRM is
+reached through the fault proxy and counted through its kind's own look-up: that destination is
+test equipment (``harness.drill.ProxiedCrm``, the same interface), loaded by the runner by name.
+``Destination`` alone (counting by the ``handover`` contract, no faults) is the base class.
 """
 
 from __future__ import annotations

@@ -11,9 +11,13 @@ from django.utils import timezone
 from recovery.models import DrillRun
 
 
-def build(*, integration: str, started_at, finished_at, cases, run_id="", ran_by="") -> dict:
+def build(
+    *, integration: str, started_at, finished_at, cases, run_id="", ran_by="", destination=None
+) -> dict:
     return {
         "integration": integration,
+        # Which system the CRM cases ran against: name, kind, address, the proxy in front.
+        "destination": destination or {},
         "started_at": started_at.isoformat(),
         "finished_at": finished_at.isoformat(),
         "cases": [case.as_dict() for case in cases],

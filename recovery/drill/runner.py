@@ -1,19 +1,27 @@
 """The drill's runner: sets up the real parts, runs every case, restores what it changed.
 
-What it starts itself: a sandbox (a fresh data file under ``var/drill/<run>/``) unless a real
-integration is configured, a gunicorn web server on a free port (so every event goes through
-the real intake endpoint over HTTP), and a django-q2 cluster (which the crash case kills and
-restarts with ``HANDOVER_FAILPOINTS`` set in that cluster's environment only).
+What it starts itself: a sandbox (a fresh data file under ``var/drill/<run>/``), a gunicorn web
+server on a free port (so every event goes through the real intake endpoint over HTTP), and a
+django-q2 cluster (which the crash case kills and restarts with ``HANDOVER_FAILPOINTS`` set in
+that cluster's environment only).
+
+Where the writes go:
+- **Sandbox mode** (the CRM is the sandbox, or ``--destination sandbox``): all four
+  integrations point at the drill's sandbox, which also injects the faults.
+- **A real CRM** (the configured CRM row when it is not the sandbox, e.g. kind ``bottlecrm``,
+  or ``--destination bottlecrm``, which starts a BottleCRM for the run): the CRM row points at a
+  fault proxy in front of that CRM, the other three integrations at the drill's sandbox, and
+  records are counted at the CRM through its kind's own look-up. That equipment is test
+  equipment (``harness.drill``), loaded by name: the product never imports it.
 
 What it changes in the configured database, and gives back:
 - Enquiries of source ``drill``; each case's event ID is ``DRILL-<run>-<case>`` (the input
   reference), so drill enquiries are easy to find and never mistaken for residents'.
 - Users ``drill`` (approves) and ``drill-editor`` (edits: no self-approval), reviewers.
-- In sandbox mode the four Integration rows point at the drill's own sandbox with short
-  timeouts for the run. Their previous values are written to a file first
-  (``var/drill/integrations-<database hash>.json``) and restored at the end (also on Ctrl-C or
-  SIGTERM); a run that was killed outright leaves that file behind, and the next run on that
-  database restores it before doing anything else.
+- The four Integration rows, pointed as above with short settings for the run. Their previous
+  values are written to a file first (``var/drill/integrations-<database hash>.json``) and
+  restored at the end (also on Ctrl-C or SIGTERM); a run that was killed outright leaves that
+  file behind, and the next run on that database restores it before doing anything else.
 - If fewer than two categories are active, two ``drill-*`` categories are made and retired
   again at the end.
 """
@@ -21,6 +29,7 @@ What it changes in the configured database, and gives back:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import signal
@@ -41,6 +50,7 @@ from config.waiting import wait_until
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
+from ledger.kinds import HANDOVER, kind_of
 from ledger.models import Integration, Op, Operation
 from recovery.drill.destination import (
     CannotRun,
@@ -48,7 +58,13 @@ from recovery.drill.destination import (
     SandboxDestination,
     is_sandbox,
 )
-from recovery.drill.processes import Cluster, WebServer, child_environment, new_secret
+from recovery.drill.processes import (
+    Cluster,
+    DrillError,
+    WebServer,
+    child_environment,
+    new_secret,
+)
 from sandbox.testing import SandboxProcess
 
 logger = logging.getLogger("recovery.drill")
@@ -86,7 +102,26 @@ DRILL_SETTINGS = {
     "paused": False,
     "awaiting_backlog_review": False,
 }
+# Against a real CRM: its own kind, address and token are kept; a timeout generous enough for
+# a CRM on a busy machine (the proxy's faults never depend on it), and a cluster timeout above it.
+REAL_CRM_SETTINGS = {
+    "timeout_seconds": 10.0,
+    "retry_budget": 2,
+    "backoff_seconds": 0.2,
+    "supports_lookup": True,
+    "supports_idempotency_key": True,  # the kind's declaration still caps it
+    "settle_delay_seconds": 0.2,  # the kind's own minimum still applies
+    "paused": False,
+    "awaiting_backlog_review": False,
+}
+CHECK_TIMEOUT_SECONDS = 30.0
+REAL_CRM_CLUSTER = {"Q_TIMEOUT": "30", "Q_RETRY": "40"}
 WAIT_SECONDS = 30.0
+REAL_CRM_WAIT_SECONDS = 90.0
+DESTINATIONS = ("sandbox", "bottlecrm")
+# Test equipment for a real CRM (the fault proxy, BottleCRM), named, never imported at the top:
+# product code does not depend on it, and a sandbox drill runs without it.
+EQUIPMENT = "harness.drill"
 
 
 class CaseFailed(Exception):
@@ -112,6 +147,7 @@ class CaseResult:
     enquiry_reference: str = ""
     error: str = ""
     seconds: float = 0.0
+    destination: str = ""
 
     @property
     def passed(self) -> bool:
@@ -141,6 +177,7 @@ class CaseResult:
             "enquiry_reference": self.enquiry_reference,
             "checks": [c.__dict__ for c in self.checks],
             "seconds": round(self.seconds, 2),
+            "destination": self.destination,
         }
 
 
@@ -178,13 +215,17 @@ def restore_integrations(path: Path | None = None) -> bool:
 class Drill:
     """Everything a case needs: the endpoint, the destination, the workers, the actors."""
 
-    def __init__(self, *, out=None, force_sandbox=False, run_id=None):
+    def __init__(self, *, out=None, force_sandbox=False, run_id=None, destination=None):
+        """``destination``: None for the configured CRM, or one of DESTINATIONS."""
+        if destination is not None and destination not in DESTINATIONS:
+            raise ValueError(f"unknown destination {destination!r}; one of {DESTINATIONS}")
         self.out = out
-        self.force_sandbox = force_sandbox
+        self.choice = "sandbox" if force_sandbox else destination
         self.run_id = run_id or timezone.now().strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
         self.dir = DRILL_DIR / self.run_id
         self.secret = new_secret()
         self.sandbox: SandboxProcess | None = None
+        self.bottlecrm = None
         self.destination: Destination | None = None
         self.web: WebServer | None = None
         self.cluster: Cluster | None = None
@@ -193,6 +234,8 @@ class Drill:
         self.session.trust_env = False
         self.made_categories: list[Category] = []
         self.sandbox_mode = False
+        self.rows_changed = False
+        self.wait_seconds = WAIT_SECONDS
         self.env: dict[str, str] = {}
 
     # --- set-up and tear-down -----------------------------------------------------------------
@@ -206,44 +249,123 @@ class Drill:
         if restore_integrations():
             self.say("A previous drill did not finish: its integration settings were restored.")
         rows = ensure_integrations()
-        configured = rows[Integration.CRM].base_url
-        self.sandbox_mode = (
-            self.force_sandbox
-            or configured.rstrip("/") == settings.SANDBOX_URL.rstrip("/")
-            or is_sandbox(configured)
-        )
-        if self.sandbox_mode:
-            self.sandbox = SandboxProcess()
-            self.sandbox.start(self.dir / "sandbox.sqlite3")
-            self.destination = SandboxDestination(self.sandbox)
-            backup_path().write_text(
-                json.dumps({name: _row_values(row) for name, row in rows.items()}, indent=1)
+        crm = rows[Integration.CRM]
+        configured = crm.base_url
+        self.sandbox_mode = self.choice == "sandbox" or (
+            self.choice is None
+            and crm.kind == HANDOVER
+            and (
+                configured.rstrip("/") == settings.SANDBOX_URL.rstrip("/") or is_sandbox(configured)
             )
+        )
+        # Written before anything changes, so whatever happens next the rows come back.
+        backup_path().write_text(
+            json.dumps({name: _row_values(row) for name, row in rows.items()}, indent=1)
+        )
+        self.rows_changed = True
+        self.sandbox = SandboxProcess()
+        self.sandbox.start(self.dir / "sandbox.sqlite3")
+        sandbox = SandboxDestination(self.sandbox)
+        if self.sandbox_mode:
+            self.destination = sandbox
             Integration.objects.update(base_url=self.sandbox.url, **DRILL_SETTINGS)
         else:
-            self.destination = Destination(configured)
+            self._setup_real_crm(crm, sandbox)
         self.reviewer, self.editor = self._users()
         self.categories = self._categories()
         self.env = child_environment(
-            INTAKE_SECRETS=json.dumps({**settings.INTAKE_SECRETS, SOURCE: [self.secret]})
+            INTAKE_SECRETS=json.dumps({**settings.INTAKE_SECRETS, SOURCE: [self.secret]}),
+            **({} if self.sandbox_mode else REAL_CRM_CLUSTER),
         )
         self.web = WebServer(self.dir / "web.log", self.env).start()
         self.start_cluster()
         self.web.wait_ready()
 
+    def _setup_real_crm(self, crm, sandbox: SandboxDestination):
+        """The CRM row through a fault proxy in front of the real CRM; the rest on the sandbox."""
+        try:
+            equipment = importlib.import_module(EQUIPMENT)
+        except ImportError as exc:
+            raise DrillError(
+                f"the drill against a real CRM needs the test equipment ({EQUIPMENT}: the fault "
+                f"proxy) and it cannot be loaded ({exc}); run with --destination sandbox"
+            ) from exc
+        if self.choice == "bottlecrm":
+            self.say("Starting a BottleCRM for this run (minutes on a machine's first run)")
+            try:
+                self.bottlecrm = equipment.start_bottlecrm(progress=self.say)
+            except Exception as exc:  # the harness's own errors name the step and its log
+                raise DrillError(f"BottleCRM did not start: {exc}") from exc
+            kind, upstream, token = "bottlecrm", self.bottlecrm.url, self.bottlecrm.token
+        else:
+            kind, upstream, token = crm.kind, crm.base_url, crm.token
+        # Checked as check_integration would, straight at the CRM (never through the proxy),
+        # with patience for a CRM on a busy machine; nothing is started for a CRM that fails.
+        checked = Integration.objects.get(name=Integration.CRM)
+        checked.kind, checked.base_url, checked.token = kind, upstream, token
+        checked.timeout_seconds = CHECK_TIMEOUT_SECONDS
+        problems = kind_of(checked).check(checked)
+        if problems:
+            raise DrillError(
+                f"the CRM is not ready for the drill ({upstream}, kind {kind}): "
+                + " ".join(problems)
+            )
+        try:
+            self.destination = equipment.ProxiedCrm(
+                kind=kind,
+                upstream=upstream,
+                token=token,
+                others=sandbox,
+                log_path=self.dir / "proxy.log",
+                started_by_drill=self.bottlecrm is not None,
+            )
+        except (ValueError, RuntimeError) as exc:  # no targets for the kind; no proxy
+            raise DrillError(
+                f"the fault proxy in front of {upstream} did not start: {exc}"
+            ) from exc
+        self.wait_seconds = REAL_CRM_WAIT_SECONDS
+        Integration.objects.exclude(name=Integration.CRM).update(
+            base_url=self.sandbox.url, **DRILL_SETTINGS
+        )
+        Integration.objects.filter(name=Integration.CRM).update(
+            kind=kind, base_url=self.destination.url, token=token, **REAL_CRM_SETTINGS
+        )
+
     def teardown(self):
         for child in (self.cluster, self.web):
             if child is not None:
                 child.stop()
-        if self.sandbox_mode:
+        if self.rows_changed:
             restore_integrations()
+        if self.destination is not None:
+            self.destination.close()
         if self.sandbox is not None:
             self.sandbox.stop()
+        if self.bottlecrm is not None:
+            self.bottlecrm.stop()
         for category in self.made_categories:
             Category.objects.filter(pk=category.pk).update(active=False)
         self.session.close()
-        if self.destination is not None:
-            self.destination.close()
+
+    def describe_destination(self) -> dict:
+        """For the report: which destination, of which kind, behind which proxy."""
+        if self.destination is None:
+            return {"name": "not started"}
+        if hasattr(self.destination, "as_dict"):
+            return self.destination.as_dict()
+        return {
+            "name": "sandbox",
+            "kind": HANDOVER,
+            "url": self.destination.url,
+            "proxy": None,
+            "started_by_drill": self.sandbox is not None,
+            "counted_by": "the sandbox's own statistics (records per reference)",
+        }
+
+    def uses(self, names) -> str:
+        """The destination each integration a case touches was, for the case's report row."""
+        describe = getattr(self.destination, "describe_integration", None)
+        return "; ".join(f"{name}: {describe(name) if describe else 'sandbox'}" for name in names)
 
     def _users(self):
         # "drill" approves (reviewer) and resolves its own items afterwards (coordinator);
@@ -345,10 +467,11 @@ class Drill:
 
     # --- waiting and reading ------------------------------------------------------------------
 
-    def wait(self, predicate, what: str, timeout: float = WAIT_SECONDS):
+    def wait(self, predicate, what: str, timeout: float | None = None):
+        timeout = timeout or self.wait_seconds
         return wait_until(predicate, timeout=timeout, what=what, error=CaseFailed)
 
-    def wait_enquiry(self, enquiry, *states, timeout=WAIT_SECONDS) -> Enquiry:
+    def wait_enquiry(self, enquiry, *states, timeout=None) -> Enquiry:
         def reached():
             enquiry.refresh_from_db()
             return enquiry.state in states and enquiry
@@ -371,7 +494,7 @@ class Drill:
             Operation.objects.filter(enquiry=enquiry, action=action).order_by("-created_at").first()
         )
 
-    def wait_operation(self, op, predicate, what, timeout=WAIT_SECONDS) -> Operation:
+    def wait_operation(self, op, predicate, what, timeout=None) -> Operation:
         def reached():
             op.refresh_from_db()
             return predicate(op) and op
@@ -381,7 +504,7 @@ class Drill:
         except CaseFailed as exc:
             raise CaseFailed(f"{exc}; it is {op.state} {op.attention}".strip()) from None
 
-    def settle(self, enquiry, timeout=WAIT_SECONDS):
+    def settle(self, enquiry, timeout=None):
         """Wait until none of the enquiry's work is due or in flight (faults can be re-armed)."""
 
         def busy():
@@ -420,7 +543,7 @@ class Drill:
         if not self.destination.can_inject_faults:
             raise CannotRun(
                 f"cannot be run against {self.destination.describe()}: this case injects faults "
-                "into (or pauses) the destination, which only the sandbox allows"
+                "into (or pauses) the destination, which needs the sandbox or the fault proxy"
             )
 
     # --- running ------------------------------------------------------------------------------
@@ -431,6 +554,7 @@ class Drill:
             name=spec.name,
             expected=spec.expected,
             input_reference=self.event_id(spec.key),
+            destination=self.uses(spec.uses),
         )
         started = time.monotonic()
         try:
@@ -449,8 +573,8 @@ class Drill:
                 try:
                     self.destination.clear_faults()
                     self.destination.capabilities(lookup=True, idempotency_key=True)
-                except requests.RequestException:
-                    pass
+                except (requests.RequestException, RuntimeError):
+                    pass  # the fault proxy's control errors are RuntimeErrors
             if self.cluster is None or not self.cluster.running:
                 self.start_cluster()
         case.seconds = time.monotonic() - started

@@ -89,8 +89,10 @@ def test_the_drill_runs_every_case_for_real_and_passes(tmp_path):
 
 @pytest.mark.slow
 @DRILL_DB
-def test_a_case_that_fails_makes_the_exit_code_non_zero(tmp_path):
-    """Against a CRM that is not a sandbox, fault cases cannot run: they say so and fail."""
+def test_a_crm_that_cannot_be_reached_stops_the_drill_before_any_case(tmp_path):
+    """Against a CRM that is not the sandbox the drill runs through the fault proxy, after the
+    kind's own check: an unreachable CRM is said in plain words, nothing runs, the rows are
+    put back."""
     from ledger.models import Integration
 
     ensure_integrations()
@@ -107,9 +109,10 @@ def test_a_case_that_fails_makes_the_exit_code_non_zero(tmp_path):
         start_new_session=True,
     )
     assert finished.returncode != 0
-    [case] = json.loads(json_path.read_text())["cases"]
-    assert case["passed"] is False
-    assert "not run" in case["observed"] and "only the sandbox allows" in case["observed"]
+    assert "The drill could not start: the CRM is not ready" in finished.stderr
+    assert "Cannot reach http://127.0.0.1:9" in finished.stderr
+    assert "Traceback" not in finished.stderr
+    assert not json_path.exists()
     assert Integration.objects.filter(base_url="http://127.0.0.1:9").count() == 4
 
 

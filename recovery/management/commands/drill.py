@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from recovery.drill import report
 from recovery.drill.cases import CASES
-from recovery.drill.runner import Drill, install_stop_handlers
+from recovery.drill.processes import DrillError
+from recovery.drill.runner import DESTINATIONS, Drill, install_stop_handlers
 
 
 def default_runner() -> str:
@@ -31,16 +32,24 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_path", type=Path, help="write the JSON report")
         parser.add_argument("--html", dest="html_path", type=Path, help="write the HTML report")
         parser.add_argument(
+            "--destination",
+            choices=DESTINATIONS,
+            help="run against a destination the drill starts itself instead of the configured "
+            "CRM: 'sandbox', or 'bottlecrm' (a real BottleCRM, through the fault proxy)",
+        )
+        parser.add_argument(
             "--sandbox",
             action="store_true",
-            help="use a sandbox the drill starts itself even if a real CRM is configured",
+            help="the same as --destination sandbox",
         )
         parser.add_argument(
             "--case", action="append", default=[], help="run only this case (key; repeatable)"
         )
         parser.add_argument("--by", default="", help="who runs the drill (default: user@host)")
 
-    def handle(self, *args, json_path, html_path, sandbox, case, by, **options):
+    def handle(self, *args, json_path, html_path, destination, sandbox, case, by, **options):
+        if sandbox and destination not in (None, "sandbox"):
+            raise CommandError("--sandbox and --destination bottlecrm contradict each other.")
         specs = [s for s in CASES if not case or s.key in case]
         unknown = set(case) - {s.key for s in CASES}
         if unknown:
@@ -48,10 +57,12 @@ class Command(BaseCommand):
         _require_migrated()
         restore_signals = install_stop_handlers()
         started_at = timezone.now()
-        drill = Drill(out=self.stdout, force_sandbox=sandbox)
+        drill = Drill(out=self.stdout, force_sandbox=sandbox, destination=destination)
         results = []
         try:
-            self.stdout.write(f"Drill {drill.run_id}: starting the sandbox, web server, workers")
+            self.stdout.write(
+                f"Drill {drill.run_id}: starting the destination, web server, workers"
+            )
             drill.setup()
             self.stdout.write(f"Against {drill.destination.describe()}")
             for spec in specs:
@@ -63,13 +74,17 @@ class Command(BaseCommand):
                     f"  {verdict}  {spec.name} ({time.monotonic() - began:.1f}s): "
                     f"{result.as_dict()['observed']}"
                 )
+        except DrillError as exc:
+            raise CommandError(f"The drill could not start: {exc}") from None
         finally:
             integration = drill.destination.describe() if drill.destination else "not started"
+            destination_facts = drill.describe_destination()
             drill.teardown()
             restore_signals()
         finished_at = timezone.now()
         data = report.build(
             integration=integration,
+            destination=destination_facts,
             started_at=started_at,
             finished_at=finished_at,
             cases=results,
