@@ -10,7 +10,8 @@ Executing, in order (DESIGN.md, "The operation ledger"):
 
    success   -> confirmed, external ID saved
    transient -> approved again with next_attempt_at (backoff) while the budget lasts; failed
-   uncertain -> unknown, the enquiry submission_unknown; reconcile after the settle delay
+   uncertain -> unknown, the enquiry submission_unknown; look up at once, and believe "not
+                found" only after the settle delay
    invalid   -> failed, not retried; the message kept for a person
    auth      -> failed, not retried; the integration's owner recorded
 
@@ -424,14 +425,18 @@ def to_unknown(op, enquiry, actor, reason, evidence=None):
 
 
 def schedule_reconcile(op, *, actor, at=None):
-    """Queue the lookup (when the destination can be asked); otherwise a person's queue."""
+    """Queue the lookup (when the destination can be asked); otherwise a person's queue.
+
+    Without ``at`` the first look is made at once: a record that is there can be believed
+    whenever it is seen, and only "not found" has to wait for the settle delay (record_lookup
+    schedules the next look at settled_at). Waiting first would keep a CRM with a long settle
+    delay (BottleCRM's 30 s) in the queue that long even when the record is there.
+    """
     policy = policy_for(op)
     integration = op.integration
     if policy.is_write and integration is not None and not integration.capabilities.lookup:
         _needs_person(op, actor, "lookup_unavailable", f"{integration} cannot be looked up")
         return
-    if at is None and policy.is_write and integration is not None:
-        at = settled_at(op)
     op.next_attempt_at = at
     op.save()
     enqueue(op, RECONCILE, at=at)

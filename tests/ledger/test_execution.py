@@ -203,6 +203,23 @@ def test_settle_delay_waits_for_a_lagging_search(
     assert sandbox.stats()["requests"]["crm.create"] == 1
 
 
+def test_a_record_that_is_there_is_believed_at_the_first_look_whatever_the_settle_delay(
+    approved_enquiry, sandbox, run_queue, integrations
+):
+    # Only "not found" waits for the settle delay; a found record confirms at once.
+    integrations["crm"].settle_delay_seconds = 600
+    integrations["crm"].save()
+    sandbox.fault("crm.create", "timeout_after_commit", delay_ms=2500)
+    enquiry, op = approved_enquiry()
+    run_queue(until=state_is(op, Op.CONFIRMED))
+    assert [(a.kind, a.outcome) for a in op.attempts.order_by("number")] == [
+        ("call", "uncertain"),
+        ("lookup", "found"),
+    ]
+    assert crm_records(sandbox, enquiry.reference) == 1
+    assert sandbox.stats()["requests"]["crm.create"] == 1
+
+
 def test_duplicates_at_the_destination_are_flagged_for_a_person(
     approved_enquiry, sandbox, run_queue, integrations
 ):
