@@ -11,15 +11,11 @@ from ledger.models import Integration
 from recovery import queue as work
 from recovery.forms import people
 from recovery.models import Queue, QueueVisit
-from recovery.views.common import console_view, require
+from recovery.views.common import console_view, int_param, paginate, require
 
 REVIEW_PAGE_SIZE = 20
 SEARCH_PAGE_SIZE = 50
-
-
-def _page_number(request) -> int:
-    value = request.GET.get("page", "1")
-    return int(value) if value.isdigit() and 0 < int(value) < 100000 else 1
+MAX_QUEUE_PAGE = 100_000 // work.PAGE_SIZE  # as far as anyone pages: 100,000 rows
 
 
 def record_visit(user, queues):
@@ -37,17 +33,26 @@ def record_visit(user, queues):
 @console_view
 def queue(request):
     filters = work.Filters.from_request(request)
-    page = work.page(filters, _page_number(request), user=request.user)
+    notes = list(filters.not_understood)
+    raw = request.GET.get("page", "")
+    number = int_param(request.GET, "page")
+    if raw and not number:
+        notes.append(f"Page “{raw[:40]}” not understood; showing page 1.")
+    elif number and number > MAX_QUEUE_PAGE:
+        # Past the count's cap the page is an OFFSET that every group reads up to.
+        notes.append(f"Page {number} is too far: showing page {MAX_QUEUE_PAGE}.")
+        number = MAX_QUEUE_PAGE
+    page = work.page(filters, number or 1, user=request.user)
+    if number and number > page.number:
+        notes.append(f"There is no page {number}: showing the last page ({page.number}).")
     record_visit(request.user, filters.queues())
-    query = request.GET.copy()
-    query.pop("page", None)
     return render(
         request,
         "recovery/queue.html",
         {
             "page": page,
             "filters": filters,
-            "query": query.urlencode(),
+            "notes": notes,
             "queues": [(q.value, q.label) for q in Queue if q != Queue.REVIEW],
             "integrations": Integration.NAMES,
             "owners": people(),
@@ -90,21 +95,23 @@ def review_list(request):
         )
         .order_by("state_changed_at", "pk")  # oldest first
     )
-    if request.GET.get("unresolved") == "1":
+    unresolved = request.GET.get("unresolved", "")
+    notes = []
+    if unresolved == "1":
         qs = qs.filter(category__isnull=True)
-    count = qs.count()
-    number = _page_number(request)
-    start = (number - 1) * REVIEW_PAGE_SIZE
+    elif unresolved:
+        notes.append(f"unresolved “{unresolved[:40]}” not understood; showing all.")
+    page, page_notes = paginate(request, qs, REVIEW_PAGE_SIZE)
     record_visit(request.user, [Queue.REVIEW])
     return render(
         request,
         "recovery/review_list.html",
         {
-            "enquiries": list(qs[start : start + REVIEW_PAGE_SIZE]),
-            "count": count,
-            "number": number,
-            "has_next": start + REVIEW_PAGE_SIZE < count,
-            "unresolved_only": request.GET.get("unresolved") == "1",
+            "page": page,
+            "enquiries": list(page),
+            "count": page.paginator.count,
+            "notes": notes + page_notes,
+            "unresolved_only": unresolved == "1",
         },
     )
 
@@ -116,26 +123,24 @@ def enquiry_list(request):
     q = request.GET.get("q", "").strip()[:64]
     state = request.GET.get("state", "")
     qs = Enquiry.objects.select_related("category", "owner").order_by("-created_at", "pk")
+    notes = []
     if q:
         qs = qs.filter(Q(reference__iexact=q) | Q(reference__icontains=q))
     if state in EnquiryState.values:
         qs = qs.filter(state=state)
-    count = qs.count()
-    number = _page_number(request)
-    start = (number - 1) * SEARCH_PAGE_SIZE
-    query = request.GET.copy()
-    query.pop("page", None)
+    elif state:
+        notes.append(f"state “{state[:40]}” not understood; showing all.")
+    page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
     return render(
         request,
         "recovery/enquiry_list.html",
         {
-            "enquiries": list(qs[start : start + SEARCH_PAGE_SIZE]),
-            "count": count,
-            "number": number,
-            "has_next": start + SEARCH_PAGE_SIZE < count,
+            "page": page,
+            "enquiries": list(page),
+            "count": page.paginator.count,
+            "notes": notes + page_notes,
             "q": q,
             "state": state,
             "states": EnquiryState.choices,
-            "query": query.urlencode(),
         },
     )
