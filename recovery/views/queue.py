@@ -1,12 +1,25 @@
 """The queue, the review queue and the enquiry search: lists, paged, constant queries."""
 
-from django.db.models import Count, OuterRef, Q, Subquery, Value
+from datetime import timedelta
+
+from django.db.models import (
+    Case,
+    Count,
+    DateTimeField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from intake.models import Enquiry, EnquiryState, Suggestion
+from intake.models import Enquiry, EnquiryState, Suggestion, search_query
 from ledger.models import Integration
 from recovery import queue as work
 from recovery.forms import people
@@ -116,28 +129,79 @@ def review_list(request):
     )
 
 
+REFERENCE_MATCHES = 20  # references that start the same: more means a longer prefix is needed
+
+
+def search(qs, q: str):
+    """(references that are ``q`` or start with it, the enquiries whose words match).
+
+    Two queries, so that each reads its index and the word matches keep a plain newest-first
+    order: for a common word PostgreSQL then walks the created_at index backwards and stops at
+    the page, for a rare one it reads ``enquiry_search`` and sorts the few. (One query ordered
+    "reference first, then newest" made it sort every match of a common word.) A reference is
+    upper case and people type it any way; its start is found with or without "ENQ-".
+    """
+    ref = q.upper()
+    by_reference = Q(reference__startswith=ref)
+    if not ref.startswith("ENQ-"):
+        by_reference |= Q(reference__startswith=f"ENQ-{ref}")
+    references = list(
+        qs.filter(by_reference)
+        .annotate(exact=Case(When(reference=ref, then=Value(0)), default=Value(1)))
+        .order_by("exact", "reference")[:REFERENCE_MATCHES]
+    )
+    words = (
+        qs.filter(search_vector=search_query(q))
+        .exclude(pk__in=[e.pk for e in references])
+        .order_by("-created_at", "pk")
+    )
+    return references, words
+
+
+def sorted_matches(words, page):
+    """The page's rows of a word search that matched fewer rows than the count's cap, read
+    from ``enquiry_search`` and sorted, never by walking the created_at index.
+
+    For a short page (one match, LIMIT 1) PostgreSQL otherwise expects to meet a match soon
+    walking created_at backwards and reads the whole table to find a rare one (600 ms at
+    200,000 enquiries, docs/benchmarks.md). A matched row count under the cap bounds the sort.
+    """
+    unindexed = ExpressionWrapper(F("created_at") + Value(timedelta(0)), DateTimeField())
+    start = (page.number - 1) * page.paginator.per_page
+    return words.order_by(unindexed.desc(), "pk")[start : start + page.paginator.per_page]
+
+
 @require_GET
 @console_view
 def enquiry_list(request):
-    """Find an enquiry by reference (or part of one), optionally by state; newest first."""
-    q = request.GET.get("q", "").strip()[:64]
+    """Find enquiries by reference (exact or its start, listed first) or by the words of their
+    name, e-mail, subject and message (PostgreSQL full-text search); optionally by state."""
+    # PostgreSQL refuses a NUL in any text it is sent.
+    q = request.GET.get("q", "").replace("\x00", "").strip()[:200]
     state = request.GET.get("state", "")
-    qs = Enquiry.objects.select_related("category", "owner").order_by("-created_at", "pk")
+    qs = Enquiry.objects.select_related("category", "owner")
     notes = []
-    if q:
-        qs = qs.filter(Q(reference__iexact=q) | Q(reference__icontains=q))
     if state in EnquiryState.values:
         qs = qs.filter(state=state)
     elif state:
         notes.append(f"state “{state[:40]}” not understood; showing all.")
+    references = []
+    if q:
+        references, qs = search(qs, q)
+    else:
+        qs = qs.order_by("-created_at", "pk")
     page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
+    if q and not page.paginator.more:
+        page.object_list = sorted_matches(qs, page)
     return render(
         request,
         "recovery/enquiry_list.html",
         {
             "page": page,
-            "enquiries": list(page),
-            "count": page.paginator.count,
+            # The reference matches head the first page; the word matches are paged.
+            "enquiries": (references if page.number == 1 else []) + list(page),
+            "references": len(references),
+            "count": page.paginator.count + len(references),
             "notes": notes + page_notes,
             "q": q,
             "state": state,
