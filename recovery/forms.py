@@ -77,7 +77,21 @@ class EditForm(ReasonForm):
 
 
 class ReleaseForm(ReasonForm):
-    operations = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    """The held writes an admin chose, and whether they saw the summary and confirmed it.
+
+    No choice releases nothing: "release all" is ticking every row (the page's "select all"),
+    never the default of an empty form.
+    """
+
+    operations = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={
+            "required": "Tick the writes to release: nothing is released unless it is chosen.",
+            "invalid_choice": "A chosen write is no longer held (released or cancelled since): "
+            "look at the backlog again.",
+        },
+    )
+    confirmed = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, backlog=(), **kwargs):
         super().__init__(*args, **kwargs)

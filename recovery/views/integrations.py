@@ -2,6 +2,7 @@
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -110,15 +111,34 @@ def backlog(request, name):
         {
             "integration": integration,
             "backlog": held,
-            "can_release": request.user.has_perm(INTEGRATION_PERMISSION),
+            # Writes can be chosen for release by an admin once the integration runs again.
+            "choose": request.user.has_perm(INTEGRATION_PERMISSION) and not integration.paused,
             "pause_runbook": RUNBOOKS["pause-procedure"],
         },
     )
 
 
+def release_summary(chosen) -> list[dict]:
+    """Per action: how many writes, the oldest and the newest held (what will be sent)."""
+    by_action = {}
+    for op in chosen:
+        by_action.setdefault(op.action, []).append(op)
+    return [
+        {
+            "action": action,
+            "count": len(ops),
+            "oldest": min(op.created_at for op in ops),
+            "newest": max(op.created_at for op in ops),
+        }
+        for action, ops in sorted(by_action.items())
+    ]
+
+
 @require_POST
 @console_view
 def release(request, name):
+    """Two steps: the chosen writes and a reason give a summary to confirm; the confirmation
+    (``confirmed``, the same choice and reason) releases them."""
     require(request.user, INTEGRATION_PERMISSION, "release a backlog")
     integration = _integration(name)
     back = reverse("recovery:backlog", args=[name])
@@ -129,12 +149,31 @@ def release(request, name):
     if integration.paused:
         messages.error(request, f"{integration} is still paused: resume it first.")
         return redirect(back)
-    chosen = form.cleaned_data["operations"] or None
+    wanted = set(form.cleaned_data["operations"])
+    chosen = [op for op in held if str(op.pk) in wanted]
+    if not form.cleaned_data["confirmed"]:
+        return render(
+            request,
+            "recovery/backlog_confirm.html",
+            {
+                "integration": integration,
+                "chosen": chosen,
+                "summary": release_summary(chosen),
+                "reason": form.cleaned_data["reason"],
+                "left": len(held) - len(chosen),
+                "pause_runbook": RUNBOOKS["pause-procedure"],
+            },
+        )
+    n = len(chosen)
     return run(
         request,
         back,
         lambda: ledger_services.release_backlog(
-            name, actor=request.user, reason=form.cleaned_data["reason"], operation_ids=chosen
+            name,
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+            operation_ids=[op.pk for op in chosen],
         ),
-        "Released: the held work runs now.",
+        f"Released {n} write{pluralize(n)}: they run now."
+        + (f" {len(held) - n} stay held." if len(held) > n else ""),
     )

@@ -90,6 +90,6 @@ def test_the_search_reads_the_gin_index(story):
     story.enquiry("ready_for_review", subject="Bin")
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-    references, words = search(Enquiry.objects.all(), "bin")
+    _references, words = search(Enquiry.objects.all(), "bin")
     assert "enquiry_search" in words.explain()
     assert "_like" in Enquiry.objects.filter(reference__startswith="ENQ-AB").explain()
