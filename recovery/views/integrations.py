@@ -252,6 +252,11 @@ def integration_settings(request, name):
     return render(
         request,
         "recovery/integration_settings.html",
-        {"integration": integration, "form": form, "history": settings_history(integration)},
+        {
+            "integration": integration,
+            "form": form,
+            "invalid": [field.label.lower() for field in form if field.errors],
+            "history": settings_history(integration),
+        },
         status=400 if form.is_bound and form.errors else 200,
     )
