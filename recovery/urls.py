@@ -14,6 +14,11 @@ urlpatterns = [
     path("console/enquiries/<str:reference>/", items.enquiry_detail, name="enquiry"),
     path("console/operations/<uuid:op_id>/", items.operation_detail, name="operation"),
     path("console/integrations/", integrations.integration_list, name="integrations"),
+    path(
+        "console/integrations/<str:name>/settings/",
+        integrations.integration_settings,
+        name="integration-settings",
+    ),
     path("console/integrations/<str:name>/pause/", integrations.pause, name="pause"),
     path("console/integrations/<str:name>/resume/", integrations.resume, name="resume"),
     path("console/integrations/<str:name>/check/", integrations.check, name="check_integration"),
