@@ -15,6 +15,7 @@ URL = reverse("recovery:integration-settings", args=["crm"])
 def form_data(row, **changes):
     """What the page posts when nothing is touched, with ``changes`` typed over it."""
     data = {
+        "kind": row.kind,
         "base_url": row.base_url,
         "token": "",
         "owner": row.owner_id or "",
@@ -195,3 +196,17 @@ def test_the_service_refuses_other_fields_and_other_roles(crm, people):
     assert not Integration.objects.get(pk=crm.pk).paused
     assert Integration.objects.get(pk=crm.pk).retry_budget == crm.retry_budget
     assert not changes()
+
+
+def test_the_kind_is_edited_with_the_row_and_validated_for_that_kind(crm, client_for):
+    admin = client_for("admin")
+    # BottleCRM needs a token: asking to remove it while switching kind is refused, nothing saved.
+    refused = admin.post(URL, form_data(crm, kind="bottlecrm", remove_token="on"))
+    assert refused.status_code == 400
+    assert Integration.objects.get(pk=crm.pk).kind == "handover"
+    assert not changes()
+    saved = admin.post(URL, form_data(crm, kind="bottlecrm"))
+    assert saved.status_code == 302
+    assert Integration.objects.get(pk=crm.pk).kind == "bottlecrm"
+    [entry] = changes()
+    assert entry.evidence["kind"] == {"from": "handover", "to": "bottlecrm"}
