@@ -76,3 +76,13 @@ def test_markdown_escapes_and_links_siblings():
     assert "&lt;b&gt;" in html and "<code>code</code>" in html
     assert "<ul><li>a</li><li>b</li></ul>" in html
     assert '<a href="#">y</a>' in render("[y](javascript:alert(1))")
+
+
+def test_markdown_passes_no_raw_html_and_no_foreign_links():
+    html = render(
+        '<script>alert(1)</script>\n\n<img src=x onerror="alert(1)"> [d](data:text/html,x)'
+    )
+    assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html and '<a href="#">d</a>' in html
+    assert "<img" not in render("![alt](https://example.com/i.png)")  # images are off
+    assert render("## Deep") == "<h3>Deep</h3>"  # the page title is the h1
