@@ -58,7 +58,12 @@ def test_every_runbook_exists_and_renders(slug, client_for):
 
 
 def test_unknown_runbook_is_404(client_for):
-    assert client_for("coordinator").get("/console/runbooks/nope/").status_code == 404
+    from tests.security.conftest import snapshot
+
+    before = snapshot()
+    response = client_for("coordinator").get("/console/runbooks/nope/")
+    assert response.status_code == 404
+    assert snapshot() == before
 
 
 def test_failure_runbooks_follow_the_five_steps():

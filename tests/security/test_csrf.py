@@ -4,7 +4,9 @@ The walkers read the project's resolver, so views added later are checked withou
 """
 
 import pytest
+from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.test import Client
 
 from tests.security.conftest import snapshot
@@ -63,9 +65,13 @@ def test_post_with_a_token_gets_past_csrf(csrf_client):
         "/accounts/logout/", {"csrfmiddlewaretoken": token}, HTTP_REFERER="/console/"
     )
     assert response.status_code == 302
+    assert not Session.objects.exists()  # the logout went through: the session row is gone
 
 
 def test_login_form_without_a_token_is_403(world):
     client = Client(enforce_csrf_checks=True)
+    before = snapshot()
     response = client.post("/accounts/login/", {"username": "admin", "password": "x"})
     assert response.status_code == 403
+    assert not AccessAttempt.objects.exists()  # refused before the password was even tried
+    assert snapshot() == before
