@@ -30,11 +30,6 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
-def libpq_kwargs(url: str) -> dict:
-    """psycopg accepts the URL as is, including the embedded server's ?host=/socket/dir."""
-    return {"conninfo": url}
-
-
 def recreate_database(url: str, name: str = BENCH_DB) -> str:
     admin = with_database(url, "postgres")
     with psycopg.connect(admin, autocommit=True) as conn:

@@ -192,7 +192,7 @@ Q_CLUSTER = {
     # django-q2's ORM broker with a one-statement dequeue (ledger.queueing.OrmBroker).
     "broker_class": "ledger.queueing.OrmBroker",
     # More workers than cores: each spends about half its time waiting on the destination and
-    # PostgreSQL (docs/benchmarks.md, round four: 4 beat 2 in every alternated pair on 2 cores).
+    # PostgreSQL, so on 2 cores 4 workers deliver more than 2 (docs/benchmarks.md has the pairs).
     "workers": env_int("Q_WORKERS", 4, minimum=1),
     "timeout": env_int("Q_TIMEOUT", 60, minimum=1),
     "retry": env_int("Q_RETRY", 90, minimum=2),

@@ -12,6 +12,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("intake/", include("intake.urls")),
-    path("", include("ledger.urls")),
     path("", include("recovery.urls")),
 ]

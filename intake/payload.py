@@ -25,7 +25,7 @@ DOCUMENT_ID_MAX = 200
 DOCUMENT_VERSION_MAX = 40
 # A document's id and version go into a URL path and query at the document store: ASCII letters,
 # digits and a few marks, starting with a letter or digit (so never "." or ".."). Documented in
-# docs/intake.md; ledger.http.path encodes every segment as well, for rows stored before this.
+# docs/intake.md; ledger.http.path encodes every segment as well, for stored rows that predate it.
 # (The lengths are checked apart, with their own message.)
 DOCUMENT_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:-]*\Z")
 DOCUMENT_VERSION = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z")

@@ -1,7 +1,7 @@
 """The action-type policy table: one place in code that says, for each kind of external action,
 what it is, how it recovers and what is checked before anything is repeated.
 
-The runbook and docs/integrations.md show this same table (``policy_table()``).
+docs/integrations.md shows this same table by hand: change both together.
 """
 
 from __future__ import annotations
@@ -132,19 +132,6 @@ def retry_budget(operation) -> tuple[int, float]:
     if integration is None:
         return policy.default_retry_budget, policy.default_backoff_seconds
     return max(1, integration.retry_budget), max(0.0, integration.backoff_seconds)
-
-
-def policy_table() -> list[dict[str, str]]:
-    return [
-        {
-            "action": p.action,
-            "kind": p.kind
-            + (" (compensation)" if p.approve_permission.startswith("ledger") else ""),
-            "recovery": p.recovery,
-            "check_first": p.check_first,
-        }
-        for p in POLICIES.values()
-    ]
 
 
 # --- what a person may do next --------------------------------------------------------------

@@ -313,14 +313,10 @@ class Row:
     owner: object = None
     actions: list = field(default_factory=list)
 
-    @property
-    def queue_label(self) -> str:
-        return Queue(self.queue).label
-
     @cached_property
     def url(self) -> str:
         """The row's own page; its action links are this with ``?action=``. Reversed once per
-        row, not once per link (about 200 reverse() calls a page before)."""
+        row, not once per link: a page has hundreds of action links."""
         if self.kind == KIND_OPERATION:
             return reverse("recovery:operation", args=[self.obj.pk])
         if self.kind == KIND_ENQUIRY:

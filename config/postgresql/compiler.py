@@ -5,7 +5,7 @@ parameter per column, so a large batch is planned once whatever its size. For th
 hot paths insert (a receipt's operations, journal rows and queued tasks; a delivery's journal
 rows) the arrays cost more to adapt than they save: psycopg builds each array literal in
 Python. Below UNNEST_FROM_ROWS rows the insert is the plain ``VALUES (...), (...)`` Django
-writes on every other backend (docs/benchmarks.md, round five, has the figures).
+writes on every other backend (docs/benchmarks.md has the figures).
 """
 
 from django.db.backends.postgresql.compiler import (  # noqa: F401  (this backend's compilers)

@@ -45,7 +45,3 @@ class NotifyConnector(Connector):
         return LookupResult(
             found=found, failed=failed, status=response.status, body=response.summary()
         )
-
-    def delivery_status(self, external_id: str) -> str:
-        response = self.request("GET", http.path(*MESSAGES, external_id))
-        return (response.body or {}).get("status", "")

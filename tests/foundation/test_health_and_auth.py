@@ -1,8 +1,12 @@
 import io
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.core.management import call_command
 from django.urls import reverse
+
+from tests.security.conftest import snapshot
 
 
 def test_healthz_reports_database_and_queue(client, db):
@@ -23,7 +27,11 @@ def test_healthz_answers_plain_http_where_everything_else_is_redirected(client, 
 
 
 def test_healthz_refuses_post(client, db):
-    assert client.post("/healthz").status_code == 405
+    before = snapshot()
+    response = client.post("/healthz")
+    assert response.status_code == 405
+    assert response["Allow"] == "GET"
+    assert snapshot() == before
 
 
 def test_console_requires_login(client, db):
@@ -72,6 +80,9 @@ def test_each_demo_user_can_log_in(client, db, monkeypatch, user):
     call_command("seed_demo", stdout=io.StringIO())
     response = client.post(reverse("login"), {"username": user, "password": "demo-pass-123"})
     assert response.status_code == 302
+    (session,) = Session.objects.all()  # the login's session row, for that user
+    logged_in = get_user_model().objects.get(username=user)
+    assert session.get_decoded()["_auth_user_id"] == str(logged_in.pk)
 
 
 @pytest.mark.django_db(transaction=True)

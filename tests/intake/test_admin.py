@@ -40,5 +40,9 @@ def test_enquiries_are_read_only_in_the_admin(admin_client):
 
 @pytest.mark.parametrize("model", ["intakeevent", "suggestion"])
 def test_events_and_suggestions_cannot_be_added(admin_client, model):
+    from django.apps import apps
+
     assert admin_client.get(f"/admin/intake/{model}/").status_code == 200
     assert admin_client.get(f"/admin/intake/{model}/add/").status_code == 403
+    assert admin_client.post(f"/admin/intake/{model}/add/", {}).status_code == 403
+    assert not apps.get_model("intake", model).objects.exists()

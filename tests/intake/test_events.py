@@ -136,6 +136,11 @@ def test_conflict_wins_over_validation(post_event):
     post_event(fixture_bytes("phone_only.json"), msg_id="msg_conflict_invalid")
     response = post_event(fixture_bytes("no_consent.json"), msg_id="msg_conflict_invalid")
     assert response.status_code == 409
+    # One enquiry (the first delivery's) and the second body kept as a conflict, not validated.
+    assert Enquiry.objects.count() == 1
+    conflict = EventConflict.objects.get()
+    assert conflict.body.encode() == fixture_bytes("no_consent.json")
+    assert conflict.event == IntakeEvent.objects.get()
 
 
 def test_same_id_from_another_source_is_another_event(post_event):
@@ -241,6 +246,7 @@ def test_bad_content_length_is_400(client):
         "POST", URL, b"{}", content_type="application/json", CONTENT_LENGTH="ten"
     )
     assert response.status_code == 400
+    assert stored_counts() == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -277,6 +283,7 @@ def test_unauthentic_deliveries_are_401(client, change):
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
 def test_only_post(client, method):
     assert client.generic(method, URL).status_code == 405
+    assert stored_counts() == (0, 0, 0, 0)
 
 
 def test_endpoint_needs_no_login_and_no_csrf_token(post_event, settings):
@@ -286,6 +293,8 @@ def test_endpoint_needs_no_login_and_no_csrf_token(post_event, settings):
         "POST", URL, body, content_type="application/json", headers=signed_headers(body, SECRET)
     )
     assert response.status_code == 202
+    assert stored_counts()[:2] == (1, 1)
+    assert Enquiry.objects.get().reference == response.json()["reference"]
 
 
 def test_a_failing_receiver_leaves_nothing_half_stored(post_event):

@@ -160,6 +160,21 @@ def test_tolerance_comes_from_settings():
         verify(vector_headers(), body, now=later, tolerance=600)
 
 
+def test_the_tolerance_is_enforced_on_a_correctly_signed_delivery():
+    """The window is ours (not the package's five minutes on its own clock): a delivery whose
+    signature matches is accepted up to the tolerance either side and refused one second past."""
+    body = b'{"hello": "world"}'
+    sent = 1_700_000_000
+    headers = signed_headers(body, SECRET, msg_id="msg_window", timestamp=sent)
+    at = datetime.fromtimestamp(sent, tz=UTC)
+    for offset in (-60, 0, 60):
+        verify(headers, body, now=at + timedelta(seconds=offset), tolerance=60)
+    with pytest.raises(signing.SignatureRefused, match=r"too old .*60-second tolerance"):
+        verify(headers, body, now=at + timedelta(seconds=61), tolerance=60)
+    with pytest.raises(signing.SignatureRefused, match=r"in the future .*60-second tolerance"):
+        verify(headers, body, now=at - timedelta(seconds=61), tolerance=60)
+
+
 def test_signed_headers_helper_round_trips():
     body = b'{"hello": "world"}'
     headers = signed_headers(body, SECRET, msg_id="msg_1", timestamp=VECTOR["timestamp"])

@@ -81,7 +81,9 @@ def test_crm_close_and_notify_encode_an_external_id(integrations, sandbox):
     with pytest.raises(ConnectorError) as closing:
         CrmCloseConnector(integrations["crm"]).call(close)
     with pytest.raises(ConnectorError) as reading:
-        NotifyConnector(integrations["notify"]).delivery_status("../crm/enquiries")
+        NotifyConnector(integrations["notify"]).request(
+            "GET", http.path("notify", "messages", "../crm/enquiries")
+        )
 
     assert (closing.value.status, reading.value.status) == (404, 404)
     assert sandbox.stats()["paths"] == {

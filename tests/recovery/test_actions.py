@@ -77,7 +77,9 @@ def test_operation_action_refusals(story, client_for, name, role, ok_state, bad_
 
 def test_unknown_operation_is_404(client_for):
     url = reverse("recovery:op-reconcile", args=["6b1f7a52-52a5-4d4c-9d0a-3f3c1f0f0f0f"])
+    before = snapshot()
     assert client_for("admin").post(url, {"reason": "x"}).status_code == 404
+    assert snapshot() == before
 
 
 def test_reconcile_now_journals_the_reason_and_queues_a_lookup(story, client_for, people):

@@ -58,7 +58,12 @@ def test_every_runbook_exists_and_renders(slug, client_for):
 
 
 def test_unknown_runbook_is_404(client_for):
-    assert client_for("coordinator").get("/console/runbooks/nope/").status_code == 404
+    from tests.security.conftest import snapshot
+
+    before = snapshot()
+    response = client_for("coordinator").get("/console/runbooks/nope/")
+    assert response.status_code == 404
+    assert snapshot() == before
 
 
 def test_failure_runbooks_follow_the_five_steps():
@@ -76,3 +81,13 @@ def test_markdown_escapes_and_links_siblings():
     assert "&lt;b&gt;" in html and "<code>code</code>" in html
     assert "<ul><li>a</li><li>b</li></ul>" in html
     assert '<a href="#">y</a>' in render("[y](javascript:alert(1))")
+
+
+def test_markdown_passes_no_raw_html_and_no_foreign_links():
+    html = render(
+        '<script>alert(1)</script>\n\n<img src=x onerror="alert(1)"> [d](data:text/html,x)'
+    )
+    assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html and '<a href="#">d</a>' in html
+    assert "<img" not in render("![alt](https://example.com/i.png)")  # images are off
+    assert render("## Deep") == "<h3>Deep</h3>"  # the page title is the h1

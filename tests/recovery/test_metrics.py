@@ -59,12 +59,20 @@ def test_metrics_show_receipts_no_worker_has_taken_up(story, client_for):
 
 
 def test_scrapers_need_the_token(client, db):
-    assert client.get("/metrics").status_code == 401
+    from tests.security.conftest import snapshot
+
+    before = snapshot()
+    refused = client.get("/metrics")
+    assert refused.status_code == 401
+    assert b"handover_" not in refused.content  # not one figure to a scraper without the token
     with override_settings(METRICS_TOKEN="s3cret"):
         assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
-        assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+        allowed = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret")
+        assert allowed.status_code == 200
+        assert ("handover_receipts_pending", ()) in samples(allowed.content.decode())
     with override_settings(METRICS_TOKEN=""):
         assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 401
+    assert snapshot() == before
 
 
 def test_manual_recovery_time_and_duplicates(story, client_for):

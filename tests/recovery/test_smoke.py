@@ -1,5 +1,7 @@
 import pytest
 
+from recovery.models import Queue
+
 
 @pytest.mark.parametrize(
     "url",
@@ -18,6 +20,14 @@ import pytest
     ],
 )
 def test_demo_pages_render_for_admin(demo, client, url):
+    from recovery.models import QueueVisit
+    from tests.security.conftest import snapshot
+
     client.force_login(demo["admin"])
+    before, visits = snapshot(), QueueVisit.objects.count()
     response = client.get(url)
     assert response.status_code == 200, response.content[:2000]
+    assert snapshot() == before  # a page read changes no state, journal or queued task
+    # Only the queue pages record who looked at which queue.
+    recorded = {"/console/": len(Queue) - 1, "/console/review/": 1}.get(url, 0)
+    assert QueueVisit.objects.count() - visits == recorded

@@ -1,6 +1,7 @@
 """django-axes: a username is locked from one address only (no collateral lockout)."""
 
 import pytest
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.urls import reverse
 
@@ -80,6 +81,10 @@ def test_forwarded_for_header_is_not_trusted_without_proxies(client, locked_alic
         HTTP_X_FORWARDED_FOR="192.0.2.77",
     )
     assert response.status_code == 429
+    assert "_auth_user_id" not in client.session
+    # Counted against the socket's address; the invented one has no row of its own.
+    assert not AccessAttempt.objects.filter(ip_address="192.0.2.77").exists()
+    assert AccessAttempt.objects.get(username="alice", ip_address="10.0.0.1").failures_since_start
 
 
 def test_behind_a_trusted_proxy_the_forwarded_address_counts(client, alice, settings):
@@ -106,6 +111,12 @@ def test_behind_a_trusted_proxy_the_forwarded_address_counts(client, alice, sett
         HTTP_X_FORWARDED_FOR="198.51.100.2",
     )
     assert other.status_code == 302
+    assert client.session["_auth_user_id"] == str(alice.pk)
+    # The failures were counted against the forwarded client address, never the proxy's.
+    attempt_row = AccessAttempt.objects.get(username="alice", ip_address="198.51.100.1")
+    # The wrong passwords and the refused attempt while locked out.
+    assert attempt_row.failures_since_start == settings.AXES_FAILURE_LIMIT + 1
+    assert not AccessAttempt.objects.filter(ip_address=proxy).exists()
 
 
 def test_authenticate_without_a_request_is_not_throttled_or_refused(client, alice):
@@ -118,7 +129,9 @@ def test_a_successful_login_resets_the_failure_count(client, alice):
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         attempt(client, "alice", "wrong", "10.0.0.1")
     assert attempt(client, "alice", PASSWORD, "10.0.0.1").status_code == 302
+    assert not AccessAttempt.objects.filter(username="alice").exists()  # the count is reset
     client.post(reverse("logout"))
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         attempt(client, "alice", "wrong", "10.0.0.1")
     assert attempt(client, "alice", PASSWORD, "10.0.0.1").status_code == 302
+    assert client.session["_auth_user_id"] == str(alice.pk)

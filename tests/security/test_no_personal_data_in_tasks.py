@@ -107,22 +107,11 @@ def test_receipt_puts_no_personal_data_in_tasks_logs_or_journal(received, caplog
     assert_nothing_leaked(caplog)
 
 
-@pytest.fixture
-def ledger_services():
-    services = pytest.importorskip(
-        "ledger.services", reason="ledger.services has not landed yet (ledger owner's work)"
-    )
-    if not hasattr(services, "approve_revision"):
-        pytest.skip("ledger.services.approve_revision has not landed yet")
-    return services
-
-
-def test_approval_puts_no_personal_data_in_tasks_logs_or_journal(
-    ledger_services, received, make_user, caplog
-):
+def test_approval_puts_no_personal_data_in_tasks_logs_or_journal(received, make_user, caplog):
     from django_q.models import OrmQ
 
     from ledger import receipt
+    from ledger import services as ledger_services
     from ledger.models import Operation
     from ledger.queueing import RECEIPT
 

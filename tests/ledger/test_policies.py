@@ -1,0 +1,73 @@
+"""ledger.policies: which policy an action has, its retry budget, and what a person may do
+next from each state, never a blind repeat of an uncertain write."""
+
+import pytest
+
+from ledger import policies
+from ledger.models import Integration, Op, Operation
+from ledger.policies import APPROVE, CANCEL, COMPLETE, REASSIGN, RECONCILE, RETRY
+
+WRITE = "crm.create_enquiry"
+READ = "documents.extract"
+
+
+def op(action=WRITE, state=Op.UNKNOWN, attention="", integration=None):
+    return Operation(action=action, state=state, attention=attention, integration=integration)
+
+
+def test_every_action_has_one_policy_and_an_unknown_action_has_none():
+    assert policies.policy_for(op(WRITE)) is policies.POLICIES[WRITE]
+    assert policies.policy_for(WRITE).is_write
+    assert not policies.policy_for(READ).is_write
+    with pytest.raises(KeyError, match=r"no policy for action 'crm\.delete_everything'"):
+        policies.policy_for("crm.delete_everything")
+
+
+def test_the_retry_budget_is_the_integrations_with_a_floor_and_the_policys_without_one():
+    suggestion = policies.POLICIES["suggest.category"]
+    assert policies.retry_budget(op("suggest.category", integration=None)) == (
+        suggestion.default_retry_budget,
+        suggestion.default_backoff_seconds,
+    )
+    generous = Integration(name="crm", retry_budget=7, backoff_seconds=2.5)
+    assert policies.retry_budget(op(integration=generous)) == (7, 2.5)
+    # A misconfigured row still allows the first attempt and never waits a negative time.
+    broken = Integration(name="crm", retry_budget=0, backoff_seconds=-3)
+    assert policies.retry_budget(op(integration=broken)) == (1, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("action", "state", "attention", "expected"),
+    [
+        (WRITE, Op.PROPOSED, "", [APPROVE, CANCEL, REASSIGN]),
+        (WRITE, Op.APPROVED, "", [CANCEL, REASSIGN]),
+        # An uncertain write: look it up or complete it; no retry while duplicates may exist.
+        (WRITE, Op.UNKNOWN, "", [RECONCILE, COMPLETE, REASSIGN]),
+        (WRITE, Op.UNKNOWN, "duplicate_records", [RECONCILE, COMPLETE, REASSIGN]),
+        # The destination could not be asked: a person's informed retry is offered.
+        (WRITE, Op.UNKNOWN, "lookup_unavailable", [RECONCILE, COMPLETE, RETRY, REASSIGN]),
+        (WRITE, Op.UNKNOWN, "lookup_failed", [RECONCILE, COMPLETE, RETRY, REASSIGN]),
+        (READ, Op.UNKNOWN, "", [RECONCILE, COMPLETE, RETRY, REASSIGN]),  # a read repeats safely
+        (WRITE, Op.FAILED, "invalid", [RETRY, COMPLETE, CANCEL, REASSIGN]),
+        (WRITE, Op.FAILED, "duplicate_records", [COMPLETE, CANCEL, REASSIGN]),
+        (WRITE, Op.CANCELLED, "", []),
+    ],
+)
+def test_what_each_state_allows(action, state, attention, expected):
+    assert policies.state_allows(op(action, state, attention)) == expected
+
+
+def test_a_person_is_offered_only_what_their_permissions_allow(make_user):
+    unknown = op(WRITE, Op.UNKNOWN, "lookup_unavailable")
+    admin, coordinator, reviewer = (
+        make_user("admin"),
+        make_user("coordinator"),
+        make_user("reviewer"),
+    )
+    assert policies.allowed_actions(unknown, admin) == [RECONCILE, COMPLETE, RETRY, REASSIGN]
+    # Retry needs ledger.recover_operation, which a coordinator does not have by default.
+    assert policies.allowed_actions(unknown, coordinator) == [RECONCILE, COMPLETE, REASSIGN]
+    assert policies.allowed_actions(unknown, reviewer) == []
+    proposed = op(WRITE, Op.PROPOSED)
+    assert policies.allowed_actions(proposed, reviewer) == [APPROVE]
+    assert policies.allowed_actions(proposed, coordinator) == [CANCEL, REASSIGN]
