@@ -10,6 +10,8 @@ Executing, in order (DESIGN.md, "The operation ledger"):
 
    success   -> confirmed, external ID saved
    transient -> approved again with next_attempt_at (backoff) while the budget lasts; failed
+   throttled -> (a 429, or a 503 with Retry-After) approved again after the destination's
+                time, its integration throttled until then; the retry budget is not spent
    uncertain -> unknown, the enquiry submission_unknown; reconcile after the settle delay
    invalid   -> failed, not retried; the message kept for a person
    auth      -> failed, not retried; the integration's owner recorded
@@ -33,7 +35,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from intake.models import Enquiry
-from ledger import effects, failpoints, journal
+from ledger import effects, failpoints, journal, limits
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
 from ledger.models import Attempt, Op, Operation, payload_hash
 from ledger.policies import policy_for, retry_budget
@@ -203,13 +205,24 @@ def execute(op_id) -> str:
     claimed = claim(op_id)
     if claimed is None:
         return "nothing to claim"
-    op, attempt, shortcut = claimed
+    op, attempt, shortcut, permit = claimed
+    try:
+        return _call(op, attempt, shortcut, permit)
+    finally:
+        # Only once the outcome is recorded: a throttle a 429 set is in place before the
+        # in-flight slot lets anyone else send.
+        if permit is not None:
+            permit.release()
+
+
+def _call(op, attempt, shortcut, permit) -> str:
     actor = worker_actor()
     if shortcut is not None:
         return record_success(op.pk, attempt, shortcut, actor=actor, outcome="skipped")
     connector = policy_for(op).connector(op.integration)
     try:
-        result = connector.call(op)
+        with limits.using(permit):
+            result = connector.call(op)
     except ConnectorError as exc:
         return record_failure(op.pk, attempt, exc, actor=actor)
     except Exception as exc:  # a bug, not a destination answer: we cannot say it was not sent
@@ -221,7 +234,9 @@ def execute(op_id) -> str:
 
 
 def claim(op_id):
-    """(operation, attempt, shortcut) committed as `submitted`, or None when not claimable."""
+    """(operation, attempt, shortcut, permit) committed as `submitted`, or None when not
+    claimable. ``permit``: the integration's turn (ledger.limits), None when it has no limits;
+    an operation with no turn yet is put back on the queue for its turn, unchanged."""
     now = timezone.now()
     actor = worker_actor()
     with transaction.atomic(), journal.deferred():
@@ -265,6 +280,12 @@ def claim(op_id):
             _fail(op, enquiry, actor, "payload_mismatch", attempt.error_message, owner=True)
             op.save()
             return None
+        permit = None
+        if limits.applies(integration, now):
+            permit = limits.acquire(integration, holder=worker_name(), operation_id=op.pk, now=now)
+            if isinstance(permit, limits.NotYet):
+                come_back(op, EXECUTE, permit.at)
+                return None
         attempt.save()
         op.attempt_count = number
         op.budget_used += 1
@@ -281,7 +302,15 @@ def claim(op_id):
             )
             enquiry.save()
     shortcut = effects.already_done(op)
-    return op, attempt, shortcut
+    return op, attempt, shortcut, permit
+
+
+def come_back(op, func, at):
+    """Not this operation's turn at its integration: queued again for ``at``. Nothing else
+    changes (no attempt, no transition, no retry budget), so it is not journalled."""
+    op.next_attempt_at = at
+    op.save(update_fields=["next_attempt_at", "updated_at"])
+    enqueue(op, func, at=at)
 
 
 def hold(op, *, actor, reason):
@@ -328,8 +357,13 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
     """``attempt``: the Attempt this worker recorded at its claim."""
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
+        throttled = error.retry_after is not None and error.kind is ErrorKind.TRANSIENT
         _finish_attempt(
-            attempt, outcome=error.kind.value, status=error.status, body=error.body, error=error
+            attempt,
+            outcome="throttled" if throttled else error.kind.value,
+            status=error.status,
+            body=error.body,
+            error=error,
         )
         if op.state != Op.SUBMITTED or op.lease_owner != worker_name():
             journal.record(
@@ -345,6 +379,8 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         op.last_error_message = error.message[:2000]
         _clear_lease(op)
         kind = error.kind
+        if throttled:
+            return _throttled(op, error, actor)
         if kind is ErrorKind.TRANSIENT:
             budget, backoff = retry_budget(op)
             if op.budget_used < budget:
@@ -388,6 +424,39 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         _fail(op, enquiry, actor, "invalid", error.message, owner=False)
         op.save()
         return "failed (invalid)"
+
+
+def _throttled(op, error: ConnectorError, actor) -> str:
+    """The destination asked us to wait: not a failure. Its integration is throttled until
+    then (no worker sends to it before), and this operation comes back then, the call it just
+    made not counted against its retry budget."""
+    op.budget_used = max(op.budget_used - 1, 0)
+    op.last_error_class = "throttled"
+    until = timezone.now() + timedelta(seconds=error.retry_after)
+    if op.integration is not None:
+        until = limits.throttle(
+            op.integration,
+            seconds=error.retry_after,
+            reason=f"{error.status}: asked to wait {error.retry_after:g}s",
+            actor=actor,
+            evidence={"operation": str(op.pk), "status": error.status},
+        )
+        label = limits.throttle_label(op.integration, until)
+    else:
+        label = f"throttled until {timezone.localtime(until):%H:%M:%S}"
+    op.next_attempt_at = until
+    op.defer(
+        actor=actor,
+        reason=f"{label}; not a failure, sent again then (retry budget untouched)",
+        evidence={
+            "status": error.status,
+            "retry_after_seconds": error.retry_after,
+            "throttled_until": until.isoformat(),
+        },
+    )
+    op.save()
+    enqueue(op, EXECUTE, at=until)
+    return "throttled"
 
 
 def _fail(op, enquiry, actor, attention, message, *, owner):
@@ -474,18 +543,34 @@ def reconcile(op_id) -> str:
     op = read_operation(op_id, state=Op.UNKNOWN)
     if op is None:
         return "nothing to claim"
-    connector = policy_for(op).connector(op.integration)
+    permit = None
+    if limits.applies(op.integration, started):
+        permit = limits.acquire(
+            op.integration, holder=worker_name(), operation_id=op.pk, now=started
+        )
+        if isinstance(permit, limits.NotYet):
+            with transaction.atomic():
+                _, locked = lock_operation(op.pk, skip_locked=True, state=Op.UNKNOWN)
+                if locked is not None and locked.attempt_count == op.attempt_count:
+                    come_back(locked, RECONCILE, permit.at)
+            return "not its turn"
     try:
-        found = connector.lookup(op)
-        error = None
-    except ConnectorError as exc:
-        found, error = None, exc
-    except Exception as exc:
-        logger.exception("lookup crashed on %s", op.pk)
-        found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
-    return record_lookup(
-        op.pk, found, error, actor=actor, started=started, seen_attempts=op.attempt_count
-    )
+        connector = policy_for(op).connector(op.integration)
+        try:
+            with limits.using(permit):
+                found = connector.lookup(op)
+            error = None
+        except ConnectorError as exc:
+            found, error = None, exc
+        except Exception as exc:
+            logger.exception("lookup crashed on %s", op.pk)
+            found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
+        return record_lookup(
+            op.pk, found, error, actor=actor, started=started, seen_attempts=op.attempt_count
+        )
+    finally:
+        if permit is not None:
+            permit.release()
 
 
 def _ref(op):
@@ -517,6 +602,24 @@ def record_lookup(
             return "superseded"
         _clear_lease(op)
         policy = policy_for(op)
+        if error is not None and error.retry_after is not None:
+            # Asked to wait: look again after the destination's time; no person needed.
+            _finish_attempt(
+                attempt, outcome="throttled", status=error.status, body=error.body, error=error
+            )
+            op.last_error_class = "throttled"
+            op.last_error_message = f"lookup: {error.message}"[:2000]
+            until = timezone.now() + timedelta(seconds=error.retry_after)
+            if op.integration is not None:
+                until = limits.throttle(
+                    op.integration,
+                    seconds=error.retry_after,
+                    reason=f"{error.status}: asked to wait {error.retry_after:g}s",
+                    actor=actor,
+                    evidence={"operation": str(op.pk), "status": error.status},
+                )
+            schedule_reconcile(op, actor=actor, at=until)
+            return "throttled"
         if error is not None:
             _finish_attempt(
                 attempt, outcome="lookup_failed", status=error.status, body=error.body, error=error

@@ -18,7 +18,7 @@ from django_fsm import TransitionNotAllowed
 
 from intake.models import Document, Enquiry, EnquiryState
 from intake.workflow import actor_label, system_actor
-from ledger import failpoints, journal
+from ledger import failpoints, journal, limits
 from ledger.execution import lock_operation, schedule_reconcile
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration, Op, Operation, payload_hash
@@ -591,7 +591,11 @@ def resume_integration(name, *, actor, reason) -> Integration:
 
 
 def release_backlog(name, *, actor, reason, operation_ids=None) -> list[Operation]:
-    """Release all of the reviewed backlog, or the chosen operations, with a reason."""
+    """Release all of the reviewed backlog, or the chosen operations, with a reason.
+
+    Oldest first. With a rate limit each operation is queued for its own turn, one interval
+    apart (ledger.limits.turns), so the backlog drains at the integration's rate by itself.
+    """
     reason = _reason(reason)
     _require(actor, "ledger.pause_integration")
     released = []
@@ -602,14 +606,17 @@ def release_backlog(name, *, actor, reason, operation_ids=None) -> list[Operatio
         chosen = backlog(name)
         if operation_ids is not None:
             chosen = chosen.filter(pk__in=list(operation_ids))
-        for op_id in list(chosen.values_list("pk", flat=True)):
+        op_ids = list(chosen.values_list("pk", flat=True))
+        turns = iter(limits.turns(row, len(op_ids)))
+        for op_id in op_ids:
             _, op = lock_operation(op_id)
             if op is None or op.state != Op.APPROVED or not op.held:
                 continue
             op.held = False
-            op.save(update_fields=["held", "updated_at"])
+            op.next_attempt_at = next(turns, None)
+            op.save(update_fields=["held", "next_attempt_at", "updated_at"])
             journal.record(op, "ledger.operation.released", actor=actor, reason=reason)
-            enqueue(op, EXECUTE)
+            enqueue(op, EXECUTE, at=op.next_attempt_at)
             released.append(op)
         row.awaiting_backlog_review = backlog(name).exists()
         row.save(update_fields=["awaiting_backlog_review"])

@@ -20,12 +20,23 @@ class ErrorKind(enum.StrEnum):
 
 
 class ConnectorError(Exception):
-    def __init__(self, kind, message: str, *, status: int | None = None, body: str = ""):
+    def __init__(
+        self,
+        kind,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str = "",
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.kind = ErrorKind(kind)
         self.message = message
         self.status = status
         self.body = body
+        # Seconds the destination asked us to wait (429, or 503 with Retry-After): a throttle,
+        # not a failure. The engine waits it out without spending the retry budget.
+        self.retry_after = retry_after
 
     @property
     def retryable(self) -> bool:
@@ -97,8 +108,18 @@ class Connector:
         return headers
 
     def request(self, method, path, *, operation=None, idempotent=False, **kwargs):
-        from ledger import http
+        from ledger import http, limits
 
+        if self.integration is not None:
+            # The one choke point: every request to a limited destination takes its turn.
+            try:
+                limits.before_request(self.integration, budget_seconds=self.timeout)
+            except limits.Throttled as exc:
+                raise ConnectorError(
+                    ErrorKind.TRANSIENT,
+                    f"not sent: {exc.not_yet.why}",
+                    retry_after=limits.seconds_until(exc.not_yet.at),
+                ) from exc
         return http.send(
             method,
             self.url(path),

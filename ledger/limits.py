@@ -1,0 +1,334 @@
+"""Per-integration limits: a request rate, calls in flight, and the destination's own "wait".
+
+Everything lives in PostgreSQL, so a limit holds across every worker of every cluster on every
+machine (DESIGN.md, "Destinations ... Limits"):
+
+- the pace: ``ledger_limiterstate``, one row per integration, locked for the few statements
+  of acquire(). ``next_slot_at`` is the earliest start of the next call; each call takes the
+  next slot, one interval (1 / rate, widened by LIMITS_RATE_MARGIN) after the last, and no
+  credit builds up while the destination is idle, so no burst ever exceeds the rate.
+- calls in flight: ``ledger_inflightslot``, a lease row per call, deleted when the call ends
+  and ignored once it expires (the engine's lease: the cluster's timeout and a grace), so a
+  killed worker's slot comes back and the limit is never lowered for good.
+- the destination's "wait": a 429 (or a 503 with ``Retry-After``) sets the integration's
+  ``throttled_until``; nothing is sent to it before then, by any worker (throttle()).
+
+A worker never holds a lock or sits idle for long waiting for a turn: a slot within
+LIMITS_WAIT_SECONDS is waited for outside every transaction (Permit.wait); a later one is a
+``NotYet``: the engine puts the operation back on the queue for then, without an attempt and
+without touching its retry budget. Those come back one interval apart, in the order they were
+turned away (``queue_until``), so a released backlog drains at the rate, oldest first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+# --- Retry-After --------------------------------------------------------------------------------
+
+DEFAULT_RETRY_AFTER_SECONDS = 5.0
+MAX_RETRY_AFTER_SECONDS = 3600.0
+_DELAY_SECONDS = re.compile(r"[0-9]{1,9}")  # ASCII only: "²" and "٣" are digits to isdigit()
+
+
+def parse_retry_after(value, *, now: datetime | None = None) -> float:
+    """Seconds to wait from a ``Retry-After`` value: delay-seconds or an HTTP date (RFC 9110).
+
+    Anything else (empty, negative, fractional, a digit that is not ASCII, a date that cannot
+    be read) gives the default; a date in the past gives 0; nothing waits longer than
+    LIMITS_MAX_RETRY_AFTER_SECONDS (a destination's mistake must not stop delivery for days).
+    """
+    default = float(getattr(settings, "LIMITS_DEFAULT_RETRY_AFTER", DEFAULT_RETRY_AFTER_SECONDS))
+    ceiling = float(getattr(settings, "LIMITS_MAX_RETRY_AFTER", MAX_RETRY_AFTER_SECONDS))
+    if not isinstance(value, str):
+        return default
+    text = value.strip()
+    if not text:
+        return default
+    if _DELAY_SECONDS.fullmatch(text):
+        return min(float(int(text)), ceiling)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return default
+    if when is None:
+        return default
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # "-0000": UTC, with no claim about the local zone
+    now = now or timezone.now()
+    return min(max((when - now).total_seconds(), 0.0), ceiling)
+
+
+# --- the pace -----------------------------------------------------------------------------------
+
+
+def wait_seconds() -> float:
+    return float(getattr(settings, "LIMITS_WAIT_SECONDS", 0.5))
+
+
+def _margin() -> float:
+    return float(getattr(settings, "LIMITS_RATE_MARGIN", 0.03))
+
+
+def interval_for(rate) -> float:
+    """Seconds between two calls' starts: a little over 1 / rate, so that the jitter between
+    our clock and the destination's arrival never puts rate + 1 calls in one of its seconds."""
+    return (1.0 + _margin()) / float(rate)
+
+
+def in_flight_seconds() -> float:
+    # As the engine's lease: no call outlives the cluster's timeout (the guard kills it first).
+    return float(settings.Q_CLUSTER.get("timeout") or 60) + 5
+
+
+# Turned away for a full in-flight limit (no rate to space by): come back this far apart.
+IN_FLIGHT_SPACING_SECONDS = 0.02
+
+
+def applies(integration, now=None) -> bool:
+    """Whether a call to ``integration`` must ask the limiter first (cheap: the row as read)."""
+    if integration is None:
+        return False
+    if integration.max_requests_per_second or integration.max_in_flight:
+        return True
+    until = integration.throttled_until
+    return until is not None and until > (now or timezone.now())
+
+
+@dataclass
+class NotYet:
+    """No turn now: come back at ``at``. ``throttled``: the destination asked us to wait."""
+
+    at: datetime
+    why: str
+    throttled: bool = False
+
+
+@dataclass
+class Permit:
+    """A turn: start the call at ``slot_at``; ``lease_id``: the in-flight slot, if any."""
+
+    integration_id: int
+    slot_at: datetime
+    lease_id: int | None = None
+    used: bool = False
+
+    def wait(self) -> None:
+        """Sleep until the slot, outside every transaction (never long: acquire() says
+        NotYet for a slot further away than LIMITS_WAIT_SECONDS)."""
+        delay = (self.slot_at - timezone.now()).total_seconds()
+        if delay > 0:
+            time.sleep(delay)
+
+    def release(self) -> None:
+        """Give the in-flight slot back (idempotent)."""
+        if self.lease_id is None:
+            return
+        lease, self.lease_id = self.lease_id, None
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM ledger_inflightslot WHERE id = %s", [lease])
+
+
+_STATE_SQL = (
+    "SELECT s.next_slot_at, s.queue_until, i.max_requests_per_second, i.max_in_flight, "
+    "i.throttled_until, i.throttle_reason FROM ledger_limiterstate s "
+    "JOIN ledger_integration i ON i.id = s.integration_id "
+    "WHERE s.integration_id = %s FOR UPDATE OF s"
+)
+
+
+def _locked_state(cursor, integration_id):
+    cursor.execute(_STATE_SQL, [integration_id])
+    row = cursor.fetchone()
+    if row is None:
+        cursor.execute(
+            "INSERT INTO ledger_limiterstate (integration_id) VALUES (%s) ON CONFLICT DO NOTHING",
+            [integration_id],
+        )
+        cursor.execute(_STATE_SQL, [integration_id])
+        row = cursor.fetchone()
+    return row
+
+
+def _live_leases(cursor, integration_id, now) -> int:
+    from ledger.worker import process_is_gone
+
+    cursor.execute(
+        "DELETE FROM ledger_inflightslot WHERE integration_id = %s AND expires_at <= %s",
+        [integration_id, now],
+    )
+    cursor.execute(
+        "SELECT id, holder FROM ledger_inflightslot WHERE integration_id = %s",
+        [integration_id],
+    )
+    rows = cursor.fetchall()
+    # A holder that died on this host gives its slot back now, not when the lease runs out.
+    gone = [pk for pk, holder in rows if process_is_gone(holder)]
+    if gone:
+        cursor.execute("DELETE FROM ledger_inflightslot WHERE id = ANY(%s)", [gone])
+    return len(rows) - len(gone)
+
+
+def acquire(integration, *, holder="", operation_id=None, lease=True, now=None):
+    """A Permit for one call to ``integration``, or NotYet. Commits its own few statements
+    (or joins the caller's transaction, whose commit then publishes them); the limiter's row
+    is locked only until then."""
+    now = now or timezone.now()
+    with transaction.atomic(), connection.cursor() as cursor:
+        next_slot, queue_until, rate, max_in_flight, throttled_until, why = _locked_state(
+            cursor, integration.pk
+        )
+        spacing = interval_for(rate) if rate else IN_FLIGHT_SPACING_SECONDS
+        if throttled_until is not None and throttled_until > now:
+            # Everyone waiting comes back after the destination's time, one slot apart.
+            at = max(throttled_until, queue_until or throttled_until)
+            _set(cursor, integration.pk, queue_until=at + timedelta(seconds=spacing))
+            return NotYet(at, why or "throttled by the destination", throttled=True)
+        if lease and max_in_flight and _live_leases(cursor, integration.pk, now) >= max_in_flight:
+            at = max(now, queue_until or now) + timedelta(seconds=spacing)
+            _set(cursor, integration.pk, queue_until=at)
+            return NotYet(at, f"{max_in_flight} call(s) already in flight")
+        slot = now
+        if rate:
+            slot = max(next_slot or now, now)
+            if (slot - now).total_seconds() > wait_seconds():
+                at = max(slot, queue_until or slot)
+                _set(cursor, integration.pk, queue_until=at + timedelta(seconds=spacing))
+                return NotYet(at, f"at most {rate:g} call(s) per second")
+            _set(cursor, integration.pk, next_slot_at=slot + timedelta(seconds=spacing))
+        lease_id = None
+        if lease and max_in_flight:
+            cursor.execute(
+                "INSERT INTO ledger_inflightslot "
+                "(integration_id, holder, operation_id, acquired_at, expires_at) "
+                "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                [
+                    integration.pk,
+                    holder[:120],
+                    operation_id,
+                    now,
+                    now + timedelta(seconds=in_flight_seconds()),
+                ],
+            )
+            lease_id = cursor.fetchone()[0]
+    return Permit(integration.pk, slot, lease_id)
+
+
+def _set(cursor, integration_id, **values):
+    columns = ", ".join(f"{name} = %s" for name in values)
+    cursor.execute(
+        f"UPDATE ledger_limiterstate SET {columns} WHERE integration_id = %s",
+        [*values.values(), integration_id],
+    )
+
+
+def turns(integration, count: int, *, now=None) -> list[datetime]:
+    """``count`` start times one interval apart, after every turn already handed out: when
+    each operation of a released backlog is queued for, so that they arrive at the rate, in
+    the order given, instead of all at once. Empty when the integration has no rate."""
+    rate = integration.max_requests_per_second
+    if not rate or count <= 0:
+        return []
+    now = now or timezone.now()
+    spacing = timedelta(seconds=interval_for(rate))
+    with transaction.atomic(), connection.cursor() as cursor:
+        next_slot, queue_until, *_ = _locked_state(cursor, integration.pk)
+        first = max(now, next_slot or now, queue_until or now)
+        times = [first + spacing * i for i in range(count)]
+        _set(cursor, integration.pk, queue_until=first + spacing * count)
+    return times
+
+
+def throttle(integration, *, seconds: float, reason: str, actor, evidence=None) -> datetime:
+    """The destination asked us to wait ``seconds``: nobody sends to it before then. Journalled
+    on the integration when it moves the time on (many workers may hear the same 429)."""
+    from ledger import journal
+
+    until = timezone.now() + timedelta(seconds=seconds)
+    reason = reason[:300]
+    later = Q(throttled_until__isnull=True) | Q(throttled_until__lt=until)
+    updated = (
+        type(integration)
+        .objects.filter(later, pk=integration.pk)
+        .update(throttled_until=until, throttle_reason=reason)
+    )
+    if updated:
+        integration.throttled_until = until
+        integration.throttle_reason = reason
+        journal.record(
+            integration,
+            "ledger.integration.throttled",
+            actor=actor,
+            reason=reason,
+            evidence={"until": until.isoformat(), "seconds": seconds, **(evidence or {})},
+        )
+    return until
+
+
+def throttle_label(integration, until: datetime) -> str:
+    """ "throttled by the CRM until 14:05:30": what a person reads (local time of the site)."""
+    local = timezone.localtime(until)
+    return f"throttled by the {integration} until {local:%H:%M:%S}"
+
+
+# --- the choke point every request passes (ledger.connectors.base.Connector.request) -----------
+
+_current: ContextVar[Permit | None] = ContextVar("limits_permit", default=None)
+
+
+@contextlib.contextmanager
+def using(permit: Permit | None):
+    """The engine's permit covers the first request of the call or look-up made inside."""
+    token = _current.set(permit)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class Throttled(Exception):
+    """No turn for a request within the call's own timeout (ledger.connectors.base turns it
+    into a transient, never-sent ConnectorError that carries ``retry_after``)."""
+
+    def __init__(self, not_yet: NotYet):
+        super().__init__(not_yet.why)
+        self.not_yet = not_yet
+
+
+def before_request(integration, *, budget_seconds: float) -> None:
+    """Called before every HTTP request to ``integration``. The engine's permit pays for the
+    first; any further request of the same call takes its own slot, waiting up to
+    ``budget_seconds`` for it, else raises Throttled (nothing sent)."""
+    permit = _current.get()
+    if permit is not None and not permit.used and permit.integration_id == integration.pk:
+        permit.used = True
+        permit.wait()
+        return
+    if not applies(integration):
+        return
+    deadline = time.monotonic() + budget_seconds
+    while True:
+        got = acquire(integration, lease=False)
+        if isinstance(got, Permit):
+            got.wait()
+            return
+        delay = (got.at - timezone.now()).total_seconds()
+        if got.throttled or time.monotonic() + delay > deadline:
+            raise Throttled(got)
+        time.sleep(max(delay, 0.0))
+
+
+def seconds_until(when: datetime) -> float:
+    return max(math.ceil((when - timezone.now()).total_seconds() * 1000) / 1000, 0.0)
