@@ -332,3 +332,54 @@ def before_request(integration, *, budget_seconds: float) -> None:
 
 def seconds_until(when: datetime) -> float:
     return max(math.ceil((when - timezone.now()).total_seconds() * 1000) / 1000, 0.0)
+
+
+# --- what a person sees -------------------------------------------------------------------------
+
+
+@dataclass
+class Waiting:
+    """An integration whose work is waiting for its turn: throttled, or draining at its rate."""
+
+    integration: object
+    throttled_until: datetime | None
+    label: str
+    waiting: int
+
+
+def waiting(now=None) -> list[Waiting]:
+    """Integrations throttled now, or limited with operations queued for a later turn, with how
+    many approved operations wait for them (the queue page's notice; two small queries)."""
+    from django.db.models import Count
+
+    from ledger.models import Integration, Op, Operation
+
+    now = now or timezone.now()
+    rows = list(
+        Integration.objects.filter(
+            Q(throttled_until__gt=now) | Q(max_requests_per_second__gt=0) | Q(max_in_flight__gt=0)
+        ).order_by("pk")
+    )
+    if not rows:
+        return []
+    counts = dict(
+        Operation.objects.filter(
+            integration__in=rows, state=Op.APPROVED, held=False, next_attempt_at__gt=now
+        )
+        .values_list("integration")
+        .annotate(n=Count("pk"))
+        .values_list("integration", "n")
+    )
+    found = []
+    for row in rows:
+        throttled = (
+            row.throttled_until if row.throttled_until and row.throttled_until > now else None
+        )
+        n = counts.get(row.pk, 0)
+        if throttled is not None:
+            found.append(Waiting(row, throttled, throttle_label(row, throttled), n))
+        elif n:
+            rate = row.max_requests_per_second
+            pace = f"at most {rate:g} call(s) a second" if rate else f"{row.max_in_flight} at once"
+            found.append(Waiting(row, None, f"sending to the {row} at its limit ({pace})", n))
+    return found

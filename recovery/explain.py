@@ -273,6 +273,7 @@ RUNBOOKS = {
     "unresolved-classification": "Classification unresolved",
     "receipt-pending": "Receipts not taken up by a worker",
     "pause-procedure": "Pausing and resuming an integration",
+    "throttled": "Throttled by a destination (429 / Retry-After)",
     "queue-owners": "Who owns which queue",
 }
 

@@ -3,6 +3,7 @@
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from ledger import services as ledger_services
@@ -41,6 +42,7 @@ def integration_list(request):
             "policies": policies,
             "can_pause": request.user.has_perm(INTEGRATION_PERMISSION),
             "pause_runbook": RUNBOOKS["pause-procedure"],
+            "now": timezone.now(),
         },
     )
 

@@ -202,3 +202,45 @@ def test_a_429_to_a_lookup_looks_again_later_without_a_person(
     assert op.next_attempt_at == Integration.objects.get(name="crm").throttled_until
     assert [a.outcome for a in op.attempts.all()] == ["uncertain", "throttled"]
     assert crm_records(sandbox) == 1
+
+
+def test_the_queue_and_the_item_page_show_the_throttle_not_a_failure(
+    approved_enquiry, sandbox, integrations, make_user, client
+):
+    from django.urls import reverse
+
+    sandbox.fault("crm.create", "error_429", delay_ms=3000)
+    enquiry, op = approved_enquiry()
+    assert tasks.execute_operation(str(op.pk)) == "throttled"
+    # Held there while the page is read (the 3 s are not a race with this test).
+    until = timezone.now() + timedelta(hours=1)
+    Integration.objects.filter(name="crm").update(throttled_until=until)
+    client.force_login(make_user("coordinator"))
+    label = f"throttled by the CRM until {timezone.localtime(until):%H:%M:%S}"
+    queue = client.get(reverse("recovery:queue")).content.decode()
+    assert f"CRM: {label}." in queue
+    assert "1 operation waits for that time" in queue
+    assert "Nothing is waiting" in queue  # no failure row: the throttled write is not a failure
+    item = client.get(reverse("recovery:enquiry", args=[enquiry.reference])).content.decode()
+    assert f"Throttled by the CRM until {timezone.localtime(until):%H:%M:%S}" in item
+    runbook = client.get(reverse("recovery:runbook", args=["throttled"]))
+    assert runbook.status_code == 200
+
+
+def test_an_admin_edit_of_the_limits_is_journalled(integrations, make_user, client):
+    from django.urls import reverse
+
+    crm = integrations["crm"]
+    admin = make_user("admin", is_staff=True, is_superuser=True)
+    client.force_login(admin)
+    url = reverse("admin:ledger_integration_change", args=[crm.pk])
+    form = client.get(url).context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None}
+    data.update(max_requests_per_second="40", max_in_flight="8", owner="")
+    response = client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    crm.refresh_from_db()
+    assert (crm.max_requests_per_second, crm.max_in_flight) == (40.0, 8)
+    entry = JournalEntry.objects.get(subject_id=str(crm.pk), action="ledger.integration.changed")
+    assert entry.evidence["changes"]["max_requests_per_second"] == [None, 40.0]
+    assert entry.actor_user == admin
