@@ -205,23 +205,23 @@ def execute(op_id) -> str:
     claimed = claim(op_id)
     if claimed is None:
         return "nothing to claim"
-    op, attempt, shortcut, permit = claimed
+    op, attempt, shortcut = claimed
+    scope = limits.Scope(op)
     try:
-        return _call(op, attempt, shortcut, permit)
+        return _call(op, attempt, shortcut, scope)
     finally:
         # Only once the outcome is recorded: a throttle a 429 set is in place before the
         # in-flight slot lets anyone else send.
-        if permit is not None:
-            permit.release()
+        scope.release()
 
 
-def _call(op, attempt, shortcut, permit) -> str:
+def _call(op, attempt, shortcut, scope) -> str:
     actor = worker_actor()
     if shortcut is not None:
         return record_success(op.pk, attempt, shortcut, actor=actor, outcome="skipped")
     connector = policy_for(op).connector(op.integration)
     try:
-        with limits.using(permit):
+        with limits.using(scope):
             result = connector.call(op)
     except ConnectorError as exc:
         return record_failure(op.pk, attempt, exc, actor=actor)
@@ -234,9 +234,9 @@ def _call(op, attempt, shortcut, permit) -> str:
 
 
 def claim(op_id):
-    """(operation, attempt, shortcut, permit) committed as `submitted`, or None when not
-    claimable. ``permit``: the integration's turn (ledger.limits), None when it has no limits;
-    an operation with no turn yet is put back on the queue for its turn, unchanged."""
+    """(operation, attempt, shortcut) committed as `submitted`, or None when not claimable.
+    An operation whose integration's turn is not near (ledger.limits.admission) is put back
+    on the queue for its turn, unchanged."""
     now = timezone.now()
     actor = worker_actor()
     with transaction.atomic(), journal.deferred():
@@ -280,11 +280,10 @@ def claim(op_id):
             _fail(op, enquiry, actor, "payload_mismatch", attempt.error_message, owner=True)
             op.save()
             return None
-        permit = None
         if limits.applies(integration, now):
-            permit = limits.acquire(integration, holder=worker_name(), operation_id=op.pk, now=now)
-            if isinstance(permit, limits.NotYet):
-                come_back(op, EXECUTE, permit.at)
+            later = limits.admission(integration, now=now)
+            if later is not None:
+                come_back(op, EXECUTE, later.at)
                 return None
         attempt.save()
         op.attempt_count = number
@@ -302,7 +301,7 @@ def claim(op_id):
             )
             enquiry.save()
     shortcut = effects.already_done(op)
-    return op, attempt, shortcut, permit
+    return op, attempt, shortcut
 
 
 def come_back(op, func, at):
@@ -360,7 +359,9 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         throttled = error.retry_after is not None and error.kind is ErrorKind.TRANSIENT
         _finish_attempt(
             attempt,
-            outcome="throttled" if throttled else error.kind.value,
+            outcome=("throttled" if error.status else "not_sent")
+            if throttled
+            else error.kind.value,
             status=error.status,
             body=error.body,
             error=error,
@@ -433,7 +434,11 @@ def _throttled(op, error: ConnectorError, actor) -> str:
     op.budget_used = max(op.budget_used - 1, 0)
     op.last_error_class = "throttled"
     until = timezone.now() + timedelta(seconds=error.retry_after)
-    if op.integration is not None:
+    if op.integration is not None and error.status is None:
+        # No status: our own limit gave no turn in time; the destination said nothing.
+        local = timezone.localtime(until)
+        label = f"waiting for its turn at the {op.integration} until {local:%H:%M:%S}"
+    elif op.integration is not None:
         until = limits.throttle(
             op.integration,
             seconds=error.retry_after,
@@ -543,21 +548,19 @@ def reconcile(op_id) -> str:
     op = read_operation(op_id, state=Op.UNKNOWN)
     if op is None:
         return "nothing to claim"
-    permit = None
     if limits.applies(op.integration, started):
-        permit = limits.acquire(
-            op.integration, holder=worker_name(), operation_id=op.pk, now=started
-        )
-        if isinstance(permit, limits.NotYet):
+        later = limits.admission(op.integration, now=started)
+        if later is not None:
             with transaction.atomic():
                 _, locked = lock_operation(op.pk, skip_locked=True, state=Op.UNKNOWN)
                 if locked is not None and locked.attempt_count == op.attempt_count:
-                    come_back(locked, RECONCILE, permit.at)
+                    come_back(locked, RECONCILE, later.at)
             return "not its turn"
+    scope = limits.Scope(op)
     try:
         connector = policy_for(op).connector(op.integration)
         try:
-            with limits.using(permit):
+            with limits.using(scope):
                 found = connector.lookup(op)
             error = None
         except ConnectorError as exc:
@@ -569,8 +572,7 @@ def reconcile(op_id) -> str:
             op.pk, found, error, actor=actor, started=started, seen_attempts=op.attempt_count
         )
     finally:
-        if permit is not None:
-            permit.release()
+        scope.release()
 
 
 def _ref(op):
@@ -610,7 +612,7 @@ def record_lookup(
             op.last_error_class = "throttled"
             op.last_error_message = f"lookup: {error.message}"[:2000]
             until = timezone.now() + timedelta(seconds=error.retry_after)
-            if op.integration is not None:
+            if op.integration is not None and error.status is not None:
                 until = limits.throttle(
                     op.integration,
                     seconds=error.retry_after,

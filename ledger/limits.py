@@ -13,11 +13,13 @@ machine (DESIGN.md, "Destinations ... Limits"):
 - the destination's "wait": a 429 (or a 503 with ``Retry-After``) sets the integration's
   ``throttled_until``; nothing is sent to it before then, by any worker (throttle()).
 
-A worker never holds a lock or sits idle for long waiting for a turn: a slot within
-LIMITS_WAIT_SECONDS is waited for outside every transaction (Permit.wait); a later one is a
-``NotYet``: the engine puts the operation back on the queue for then, without an attempt and
-without touching its retry budget. Those come back one interval apart, in the order they were
-turned away (``queue_until``), so a released backlog drains at the rate, oldest first.
+Two steps. When the engine claims an operation (or before a look-up) it asks admission():
+is the turn near? If not, the operation goes back on the queue for later, without an attempt
+and without touching its retry budget; those come back one interval apart, in the order they
+were turned away (``queue_until``), so a backlog drains at the rate, oldest first. Then every
+request takes its own turn at the last moment (before_request, from Connector.request): a
+short transaction that reads the clock once the limiter's row is locked, so the turns are the
+send times; a slot within LIMITS_WAIT_SECONDS is waited for outside every transaction.
 """
 
 from __future__ import annotations
@@ -118,16 +120,15 @@ class NotYet:
 
 @dataclass
 class Permit:
-    """A turn: start the call at ``slot_at``; ``lease_id``: the in-flight slot, if any."""
+    """A turn: start the request at ``slot_at``; ``lease_id``: its in-flight slot, if any."""
 
     integration_id: int
     slot_at: datetime
     lease_id: int | None = None
-    used: bool = False
 
     def wait(self) -> None:
         """Sleep until the slot, outside every transaction (never long: acquire() says
-        NotYet for a slot further away than LIMITS_WAIT_SECONDS)."""
+        NotYet for a slot further away than the caller's wait)."""
         delay = (self.slot_at - timezone.now()).total_seconds()
         if delay > 0:
             time.sleep(delay)
@@ -149,14 +150,18 @@ _STATE_SQL = (
 )
 
 
+def _ensure_state(cursor, integration_id):
+    cursor.execute(
+        "INSERT INTO ledger_limiterstate (integration_id) VALUES (%s) ON CONFLICT DO NOTHING",
+        [integration_id],
+    )
+
+
 def _locked_state(cursor, integration_id):
     cursor.execute(_STATE_SQL, [integration_id])
     row = cursor.fetchone()
     if row is None:
-        cursor.execute(
-            "INSERT INTO ledger_limiterstate (integration_id) VALUES (%s) ON CONFLICT DO NOTHING",
-            [integration_id],
-        )
+        _ensure_state(cursor, integration_id)
         cursor.execute(_STATE_SQL, [integration_id])
         row = cursor.fetchone()
     return row
@@ -181,35 +186,32 @@ def _live_leases(cursor, integration_id, now) -> int:
     return len(rows) - len(gone)
 
 
-def acquire(integration, *, holder="", operation_id=None, lease=True, now=None):
-    """A Permit for one call to ``integration``, or NotYet. Commits its own few statements
-    (or joins the caller's transaction, whose commit then publishes them); the limiter's row
-    is locked only until then."""
-    now = now or timezone.now()
+def acquire(integration, *, holder="", operation_id=None, wait=None, now=None):
+    """Take a turn for one request to ``integration`` now: a Permit (its slot at most ``wait``
+    seconds away, default LIMITS_WAIT_SECONDS; its in-flight lease taken), or NotYet.
+
+    Its own short transaction: the limiter's row is locked, the clock read after the lock is
+    granted (a turn is never computed from a time another worker's turn has overtaken), the
+    turn written, and the lock let go at once, so the request starts right after."""
+    wait = wait_seconds() if wait is None else wait
     with transaction.atomic(), connection.cursor() as cursor:
-        next_slot, queue_until, rate, max_in_flight, throttled_until, why = _locked_state(
+        next_slot, _queue, rate, max_in_flight, throttled_until, why = _locked_state(
             cursor, integration.pk
         )
-        spacing = interval_for(rate) if rate else IN_FLIGHT_SPACING_SECONDS
+        now = now or timezone.now()
         if throttled_until is not None and throttled_until > now:
-            # Everyone waiting comes back after the destination's time, one slot apart.
-            at = max(throttled_until, queue_until or throttled_until)
-            _set(cursor, integration.pk, queue_until=at + timedelta(seconds=spacing))
-            return NotYet(at, why or "throttled by the destination", throttled=True)
-        if lease and max_in_flight and _live_leases(cursor, integration.pk, now) >= max_in_flight:
-            at = max(now, queue_until or now) + timedelta(seconds=spacing)
-            _set(cursor, integration.pk, queue_until=at)
-            return NotYet(at, f"{max_in_flight} call(s) already in flight")
+            return NotYet(throttled_until, why or "throttled by the destination", throttled=True)
+        if max_in_flight and _live_leases(cursor, integration.pk, now) >= max_in_flight:
+            spacing = interval_for(rate) if rate else IN_FLIGHT_SPACING_SECONDS
+            return NotYet(now + timedelta(seconds=spacing), f"{max_in_flight} call(s) in flight")
         slot = now
         if rate:
             slot = max(next_slot or now, now)
-            if (slot - now).total_seconds() > wait_seconds():
-                at = max(slot, queue_until or slot)
-                _set(cursor, integration.pk, queue_until=at + timedelta(seconds=spacing))
-                return NotYet(at, f"at most {rate:g} call(s) per second")
-            _set(cursor, integration.pk, next_slot_at=slot + timedelta(seconds=spacing))
+            if (slot - now).total_seconds() > wait:
+                return NotYet(slot, f"at most {rate:g} call(s) per second")
+            _set(cursor, integration.pk, next_slot_at=slot + timedelta(seconds=interval_for(rate)))
         lease_id = None
-        if lease and max_in_flight:
+        if max_in_flight:
             cursor.execute(
                 "INSERT INTO ledger_inflightslot "
                 "(integration_id, holder, operation_id, acquired_at, expires_at) "
@@ -224,6 +226,45 @@ def acquire(integration, *, holder="", operation_id=None, lease=True, now=None):
             )
             lease_id = cursor.fetchone()[0]
     return Permit(integration.pk, slot, lease_id)
+
+
+_ADMISSION_SQL = (
+    "SELECT s.next_slot_at, i.max_requests_per_second, i.max_in_flight, i.throttled_until, "
+    "i.throttle_reason, (SELECT COUNT(*) FROM ledger_inflightslot f "
+    "WHERE f.integration_id = i.id AND f.expires_at > %s) "
+    "FROM ledger_integration i LEFT JOIN ledger_limiterstate s ON s.integration_id = i.id "
+    "WHERE i.id = %s"
+)
+
+
+def admission(integration, *, now=None) -> NotYet | None:
+    """Whether an operation may be claimed for a call or a look-up now: None when its turn is
+    near (the request takes the turn itself, ledger.connectors.base), else NotYet with a time
+    to come back: after every operation already told to come back, one interval apart, so
+    that those return in order and at the rate instead of all at once.
+
+    Reads without a lock; writes (one statement) only when it says NotYet."""
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(_ADMISSION_SQL, [now, integration.pk])
+        next_slot, rate, max_in_flight, throttled_until, why, in_flight = cursor.fetchone()
+        spacing = interval_for(rate) if rate else IN_FLIGHT_SPACING_SECONDS
+        if throttled_until is not None and throttled_until > now:
+            base, why, throttled = throttled_until, why or "throttled by the destination", True
+        elif max_in_flight and in_flight >= max_in_flight:
+            base, why, throttled = now, f"{max_in_flight} call(s) in flight", False
+        elif rate and next_slot is not None and (next_slot - now).total_seconds() > wait_seconds():
+            base, why, throttled = next_slot, f"at most {rate:g} call(s) per second", False
+        else:
+            return None
+        _ensure_state(cursor, integration.pk)
+        cursor.execute(
+            "UPDATE ledger_limiterstate SET queue_until = GREATEST(COALESCE(queue_until, %s), %s)"
+            " + %s WHERE integration_id = %s RETURNING queue_until",
+            [base, base, timedelta(seconds=spacing), integration.pk],
+        )
+        at = cursor.fetchone()[0] - timedelta(seconds=spacing)
+    return NotYet(at, why, throttled=throttled)
 
 
 def _set(cursor, integration_id, **values):
@@ -285,49 +326,79 @@ def throttle_label(integration, until: datetime) -> str:
 
 # --- the choke point every request passes (ledger.connectors.base.Connector.request) -----------
 
-_current: ContextVar[Permit | None] = ContextVar("limits_permit", default=None)
+
+class Scope:
+    """The in-flight slots a call or a look-up took, given back by the engine once it has
+    recorded the outcome (so a throttle a 429 sets is in place before anyone else sends)."""
+
+    def __init__(self, operation=None):
+        self.operation = operation
+        self.permits: list[Permit] = []
+
+    def release(self) -> None:
+        for permit in self.permits:
+            permit.release()
+        self.permits.clear()
+
+
+_current: ContextVar[Scope | None] = ContextVar("limits_scope", default=None)
 
 
 @contextlib.contextmanager
-def using(permit: Permit | None):
-    """The engine's permit covers the first request of the call or look-up made inside."""
-    token = _current.set(permit)
+def using(scope: Scope):
+    token = _current.set(scope)
     try:
-        yield
+        yield scope
     finally:
         _current.reset(token)
 
 
 class Throttled(Exception):
-    """No turn for a request within the call's own timeout (ledger.connectors.base turns it
-    into a transient, never-sent ConnectorError that carries ``retry_after``)."""
+    """No turn for a request (ledger.connectors.base turns it into a transient, never-sent
+    ConnectorError that carries ``retry_after`` and no status)."""
 
     def __init__(self, not_yet: NotYet):
         super().__init__(not_yet.why)
         self.not_yet = not_yet
 
 
-def before_request(integration, *, budget_seconds: float) -> None:
-    """Called before every HTTP request to ``integration``. The engine's permit pays for the
-    first; any further request of the same call takes its own slot, waiting up to
-    ``budget_seconds`` for it, else raises Throttled (nothing sent)."""
-    permit = _current.get()
-    if permit is not None and not permit.used and permit.integration_id == integration.pk:
-        permit.used = True
-        permit.wait()
-        return
+def before_request(integration) -> Permit | None:
+    """Called before every HTTP request to ``integration``: waits for its turn (at most
+    LIMITS_WAIT_SECONDS, plus a few short polls while the in-flight slots are full), or raises
+    Throttled. Returns the Permit to hand to after_request() (None: no limits)."""
     if not applies(integration):
-        return
-    deadline = time.monotonic() + budget_seconds
+        return None
+    from ledger.worker import worker_name
+
+    scope = _current.get()
+    operation = scope.operation if scope is not None else None
+    deadline = time.monotonic() + wait_seconds()
     while True:
-        got = acquire(integration, lease=False)
+        got = acquire(
+            integration,
+            holder=worker_name(),
+            operation_id=getattr(operation, "pk", None),
+            wait=max(deadline - time.monotonic(), 0.0),
+        )
         if isinstance(got, Permit):
             got.wait()
-            return
+            return got
         delay = (got.at - timezone.now()).total_seconds()
         if got.throttled or time.monotonic() + delay > deadline:
             raise Throttled(got)
         time.sleep(max(delay, 0.0))
+
+
+def after_request(permit: Permit | None) -> None:
+    """The request is over: its in-flight slot is given back now, or by the engine's scope
+    once the outcome is recorded."""
+    if permit is None:
+        return
+    scope = _current.get()
+    if scope is None:
+        permit.release()
+    else:
+        scope.permits.append(permit)
 
 
 def seconds_until(when: datetime) -> float:

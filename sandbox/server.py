@@ -117,6 +117,9 @@ def error_response(status: int, code: str, detail: str = "") -> Response:
 
 class Request:
     def __init__(self, environ: dict[str, Any]) -> None:
+        # When the call arrived, before it waits for the store's lock: what the per-second
+        # counts and the rate limit count (a caller is not charged for our own queueing).
+        self.arrived = time.time()
         self.environ = environ
         self.method = environ.get("REQUEST_METHOD", "GET").upper()
         # WSGI hands PATH_INFO over as latin-1-decoded bytes; recover the UTF-8 text.
@@ -260,7 +263,7 @@ class SandboxApp:
         raise HttpError(404, "not_found", f"no route for {request.path}")
 
     def _call_service(self, route: Route, request: Request, params: dict[str, str]) -> Response:
-        fault = self.store.begin_call(route.target)
+        fault = self.store.begin_call(route.target, arrived=request.arrived)
         if fault is None:
             return self._invoke(route, request, params)
         logger.info(

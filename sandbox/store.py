@@ -268,13 +268,12 @@ class Store:
         with self._read() as conn:
             return _pending_faults(conn)
 
-    def begin_call(self, target: str) -> Fault | None:
-        """Count a call to ``target``; refuse it when over the rate limit (a ``rate_limited``
-        pseudo-fault whose delay_ms is the Retry-After); else consume the oldest fault armed
-        for it, if any. The arrival time is taken under the write lock, so the log is in the
-        order the calls were let in."""
+    def begin_call(self, target: str, *, arrived: float | None = None) -> Fault | None:
+        """Count a call to ``target`` that arrived at ``arrived`` (default: now); refuse it
+        when over the rate limit (a ``rate_limited`` pseudo-fault whose delay_ms is the
+        Retry-After); else consume the oldest fault armed for it, if any."""
         with self._write() as conn:
-            now = time.time()
+            now = time.time() if arrived is None else arrived
             conn.execute(
                 "INSERT INTO request_counts (target, count) VALUES (?, 1) "
                 "ON CONFLICT (target) DO UPDATE SET count = count + 1",
@@ -530,11 +529,11 @@ def _over_rate_limit(conn: sqlite3.Connection, target: str, now: float) -> int |
     limit = capabilities["rate_limit_per_second"]
     if not limit:
         return None
-    sql = "SELECT COUNT(*), MIN(at) FROM request_log WHERE limited = 0 AND at > ?"
-    params: tuple = (now - 1.0,)
+    sql = "SELECT COUNT(*), MIN(at) FROM request_log WHERE limited = 0 AND at > ? AND at <= ?"
+    params: tuple = (now - 1.0, now)
     if capabilities["rate_limit_scope"] == "target":
         sql += " AND target = ?"
-        params = (now - 1.0, target)
+        params = (now - 1.0, now, target)
     count, oldest = conn.execute(sql, params).fetchone()
     if count < limit:
         return None

@@ -110,23 +110,25 @@ class Connector:
     def request(self, method, path, *, operation=None, idempotent=False, **kwargs):
         from ledger import http, limits
 
-        if self.integration is not None:
-            # The one choke point: every request to a limited destination takes its turn.
-            try:
-                limits.before_request(self.integration, budget_seconds=self.timeout)
-            except limits.Throttled as exc:
-                raise ConnectorError(
-                    ErrorKind.TRANSIENT,
-                    f"not sent: {exc.not_yet.why}",
-                    retry_after=limits.seconds_until(exc.not_yet.at),
-                ) from exc
-        return http.send(
-            method,
-            self.url(path),
-            timeout=self.timeout,
-            headers=self.headers(operation, idempotent=idempotent),
-            **kwargs,
-        )
+        # The one choke point: every request to a limited destination takes its turn here.
+        try:
+            permit = limits.before_request(self.integration)
+        except limits.Throttled as exc:
+            raise ConnectorError(
+                ErrorKind.TRANSIENT,
+                f"not sent: {exc.not_yet.why}",
+                retry_after=limits.seconds_until(exc.not_yet.at),
+            ) from exc
+        try:
+            return http.send(
+                method,
+                self.url(path),
+                timeout=self.timeout,
+                headers=self.headers(operation, idempotent=idempotent),
+                **kwargs,
+            )
+        finally:
+            limits.after_request(permit)
 
     def post_write(self, path, operation, *, what="record"):
         """POST the approved payload (with the idempotency key where the destination honours

@@ -94,9 +94,23 @@ def test_turns_are_one_interval_apart_and_a_far_one_is_not_waited_for(crm):
     assert [(p.slot_at - NOW).total_seconds() for p in permits] == pytest.approx(
         [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
     )
-    # The rest come back later, one interval apart, in the order they were turned away.
-    assert [(n.at - NOW).total_seconds() for n in later] == pytest.approx([0.6, 0.7])
+    # The next free slot is further: not taken, not waited for.
+    assert [(n.at - NOW).total_seconds() for n in later] == pytest.approx([0.6, 0.6])
     assert not any(n.throttled for n in later)
+
+
+def test_operations_turned_away_come_back_one_interval_apart_in_order(crm):
+    assert limits.admission(crm, now=NOW) is None  # nothing queued: its request takes a turn
+    for _ in range(7):
+        limits.acquire(crm, now=NOW)  # turns up to 0.6 s away taken (six of them)
+    back = [limits.admission(crm, now=NOW) for _ in range(3)]
+    assert [(n.at - NOW).total_seconds() for n in back] == pytest.approx([0.6, 0.7, 0.8])
+    # A throttle: everyone comes back after it, still one interval apart.
+    until = NOW + timedelta(seconds=30)
+    Integration.objects.filter(pk=crm.pk).update(throttled_until=until, throttle_reason="429")
+    after = [limits.admission(crm, now=NOW) for _ in range(2)]
+    assert [(n.at - until).total_seconds() for n in after] == pytest.approx([0.0, 0.1])
+    assert all(n.throttled for n in after)
 
 
 def test_idle_time_builds_no_burst(crm):
