@@ -183,7 +183,7 @@ CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum
 # rate + 1 calls in one of the destination's seconds. A 429 without a readable Retry-After
 # waits the default; none waits longer than the maximum.
 LIMITS_WAIT_SECONDS = env_float("LIMITS_WAIT_SECONDS", 0.5, minimum=0.0)
-LIMITS_RATE_MARGIN = env_float("LIMITS_RATE_MARGIN", 0.03, minimum=0.0)
+LIMITS_RATE_MARGIN = env_float("LIMITS_RATE_MARGIN", 0.05, minimum=0.0)
 LIMITS_DEFAULT_RETRY_AFTER = env_float("LIMITS_DEFAULT_RETRY_AFTER", 5.0, minimum=0.0)
 LIMITS_MAX_RETRY_AFTER = env_float("LIMITS_MAX_RETRY_AFTER", 3600.0, minimum=1.0)
 

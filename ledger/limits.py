@@ -81,7 +81,7 @@ def wait_seconds() -> float:
 
 
 def _margin() -> float:
-    return float(getattr(settings, "LIMITS_RATE_MARGIN", 0.03))
+    return float(getattr(settings, "LIMITS_RATE_MARGIN", 0.05))
 
 
 def interval_for(rate) -> float:

@@ -523,21 +523,23 @@ def _capabilities(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 def _over_rate_limit(conn: sqlite3.Connection, target: str, now: float) -> int | None:
-    """Milliseconds until a call would be let in, when ``rate_limit_per_second`` calls were
-    already let in during the last second (in the capability's scope); None when under it."""
+    """Milliseconds until the next second starts, when ``rate_limit_per_second`` calls were
+    already let in during this one (a fixed one-second window, as the per-second counts, in
+    the capability's scope); None when under the limit."""
     capabilities = _capabilities(conn)
     limit = capabilities["rate_limit_per_second"]
     if not limit:
         return None
-    sql = "SELECT COUNT(*), MIN(at) FROM request_log WHERE limited = 0 AND at > ? AND at <= ?"
-    params: tuple = (now - 1.0, now)
+    second = float(int(now))
+    sql = "SELECT COUNT(*) FROM request_log WHERE limited = 0 AND at >= ? AND at < ?"
+    params: tuple = (second, second + 1.0)
     if capabilities["rate_limit_scope"] == "target":
         sql += " AND target = ?"
-        params = (now - 1.0, now, target)
-    count, oldest = conn.execute(sql, params).fetchone()
+        params = (second, second + 1.0, target)
+    (count,) = conn.execute(sql, params).fetchone()
     if count < limit:
         return None
-    return max(1, int((oldest + 1.0 - now) * 1000) + 1)
+    return max(1, int((second + 1.0 - now) * 1000) + 1)
 
 
 def _arrivals(conn: sqlite3.Connection) -> dict[str, Any]:
