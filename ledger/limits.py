@@ -195,15 +195,20 @@ def acquire(integration, *, holder="", operation_id=None, wait=None, now=None):
     turn written, and the lock let go at once, so the request starts right after."""
     wait = wait_seconds() if wait is None else wait
     with transaction.atomic(), connection.cursor() as cursor:
-        next_slot, _queue, rate, max_in_flight, throttled_until, why = _locked_state(
-            cursor, integration.pk
-        )
+        next_slot, _queue, rate, max_in_flight, *_ = _locked_state(cursor, integration.pk)
         now = now or timezone.now()
-        if throttled_until is not None and throttled_until > now:
-            return NotYet(throttled_until, why or "throttled by the destination", throttled=True)
         if max_in_flight and _live_leases(cursor, integration.pk, now) >= max_in_flight:
             spacing = interval_for(rate) if rate else IN_FLIGHT_SPACING_SECONDS
             return NotYet(now + timedelta(seconds=spacing), f"{max_in_flight} call(s) in flight")
+        # Read after the leases, in a statement of its own: the engine records a 429's throttle
+        # before it gives the call's slot back, so whoever sees the slot free sees the throttle.
+        cursor.execute(
+            "SELECT throttled_until, throttle_reason FROM ledger_integration WHERE id = %s",
+            [integration.pk],
+        )
+        throttled_until, why = cursor.fetchone()
+        if throttled_until is not None and throttled_until > now:
+            return NotYet(throttled_until, why or "throttled by the destination", throttled=True)
         slot = now
         if rate:
             slot = max(next_slot or now, now)
