@@ -430,9 +430,10 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
 def _throttled(op, error: ConnectorError, actor) -> str:
     """The destination asked us to wait: not a failure. Its integration is throttled until
     then (no worker sends to it before), and this operation comes back then, the call it just
-    made not counted against its retry budget."""
+    made not counted against its retry budget. With no status, nothing was sent: our own limit
+    gave the request no turn in time (ledger.limits.before_request); it simply comes back."""
     op.budget_used = max(op.budget_used - 1, 0)
-    op.last_error_class = "throttled"
+    op.last_error_class = "throttled" if error.status is not None else "not_sent"
     until = timezone.now() + timedelta(seconds=error.retry_after)
     if op.integration is not None and error.status is None:
         # No status: our own limit gave no turn in time; the destination said nothing.
