@@ -286,6 +286,8 @@ def runbook_for_operation(op) -> str:
         return "document-access"
     if op.state == Op.UNKNOWN and kind != "lookup":
         return "unknown-outcome"
+    if op.state == Op.APPROVED and kind == "throttled":
+        return "throttled"  # asked to wait, not failed (ledger.limits)
     return {
         "lookup": "reconciliation-queue",
         "duplicate": "duplicate-records",

@@ -221,6 +221,7 @@ def test_the_console_says_throttled_not_failed(page, make_user, approved_enquiry
 
     page.goto(page.base + f"/console/enquiries/{enquiry.reference}/")
     assert page.get_by_text(f"Throttled by the CRM until {clock}").is_visible()
+    assert page.get_by_role("link", name="Runbook: Throttled by a destination").is_visible()
     page.screenshot(path=str(SCREENSHOTS / "throttled-item.png"), full_page=True)
 
     page.goto(page.base + "/console/integrations/")
