@@ -2,7 +2,8 @@
 
     python bench/run.py                 # the full run (~10 minutes on 2 cores)
     python bench/run.py --quick         # a small smoke run (about a minute)
-    python bench/run.py --only intake   # one section
+    python bench/run.py --only intake   # one section (repeat --only for several)
+    python bench/run.py --only drain --only latency
 
 Uses its own database (``handover_bench``) on the configured server (DATABASE_URL, else the
 embedded one under var/pgdata): migrated fresh once into a template, each section starting
@@ -25,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 from bench import common  # noqa: E402
 
-SECTIONS = ("intake", "delivery", "reconciliation", "queue_page")
+SECTIONS = ("intake", "delivery", "reconciliation", "queue_page", "drain", "latency")
 
 
 def parse_args(argv=None):
@@ -44,6 +45,22 @@ def parse_args(argv=None):
         "--q-workers", type=int, default=4, help="django-q2 workers (Q_WORKERS; 4, the default)"
     )
     p.add_argument("--q-poll", type=float, default=None, help="Q_POLL for the cluster")
+    p.add_argument("--drains", type=int, default=3000, help="held CRM writes released at once")
+    p.add_argument(
+        "--drain-rate",
+        type=float,
+        default=40.0,
+        help="R: the CRM's limit, in Handover and at the sandbox",
+    )
+    p.add_argument(
+        "--drain-clusters",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 2],
+        help="clusters draining at once, one drain each (comma-separated)",
+    )
+    p.add_argument(
+        "--latency-seconds", type=float, default=20.0, help="how long the steady load is offered"
+    )
     p.add_argument("--queue-operations", type=int, default=1_000_000)
     p.add_argument("--queue-unresolved", type=int, default=100_000)
     p.add_argument("--page-samples", type=int, default=20, help="renders per page and size")
@@ -65,6 +82,8 @@ def parse_args(argv=None):
             "queue_operations": 2000,
             "queue_unresolved": 200,
             "page_samples": 5,
+            "drains": 200,
+            "latency_seconds": 5.0,
         }
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
@@ -161,6 +180,33 @@ def table(results: dict) -> str:
                 f"p50 {q['filtered_p50_ms']:.0f} ms, {q['queries_filtered']} queries",
             )
         )
+    dr = results.get("drain")
+    if dr:
+        rows.append(
+            (
+                "drain confirmed/s",
+                f"{dr['rate_per_s']:.1f}",
+                f"{dr['limit_per_s']:g} (limit)",
+                f"{dr['ratio']:.2f}",
+                f"max in any second {dr['max_in_any_second']}, 429s {dr['throttled']}, "
+                f"duplicates {dr['duplicates']}, missing {dr['missing']}; "
+                + ", ".join(
+                    f"{r['clusters']} cluster(s): {r['rate_per_s']:.1f}/s" for r in dr["runs"]
+                ),
+            )
+        )
+    la = results.get("latency")
+    if la:
+        rows.append(
+            (
+                "approval to confirmed p99",
+                f"{la['p99_ms']:.0f} ms",
+                "",
+                "",
+                f"p50 {la['p50_ms']:.0f} ms at {la['offered_per_s']:.0f}/s offered "
+                f"(half of {la['capacity_per_s']:.0f}/s, {la['capacity_from']})",
+            )
+        )
     widths = [max(len(str(row[c])) for row in rows) for c in range(5)]
     lines = []
     for n, row in enumerate(rows):
@@ -216,6 +262,19 @@ def main(argv=None) -> int:
             from bench import delivery
 
             results.update(delivery.measure(fresh(), args, log_dir, sections=wanted))
+        if "drain" in sections:
+            print("bench: drain", flush=True)
+            from bench import drain
+
+            results["drain"] = drain.measure_drain(fresh(), args, log_dir)
+        if "latency" in sections:
+            print("bench: latency", flush=True)
+            from bench import drain
+
+            capacity = (results.get("delivery") or {}).get("confirmed_per_s")
+            results["latency"] = drain.measure_latency(
+                fresh(), args, log_dir, capacity_per_s=capacity
+            )
         if "queue_page" in sections:
             print("bench: queue page", flush=True)
             from bench import queue_page

@@ -5,6 +5,7 @@ behaviour at three in the morning.
 """
 
 import json
+import math
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -55,6 +56,8 @@ def env_float(name, default, *, minimum=None):
         number = float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    if not math.isfinite(number):  # float() takes "nan" and "inf", which no setting means
+        raise ImproperlyConfigured(f"{name}={value!r} is not a finite number")
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={number} must be at least {minimum}")
     return number

@@ -177,6 +177,15 @@ INTEGRATIONS = {
 }
 INTEGRATION_TOKEN = env_str("INTEGRATION_TOKEN", "")
 CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+# Per-integration limits (ledger.limits; the limits themselves are on each integration's row).
+# A turn this close is waited for in the worker; a later one puts the operation back on the
+# queue for it. Calls are spaced (1 + margin) / rate apart, so that arrival jitter never puts
+# rate + 1 calls in one of the destination's seconds. A 429 without a readable Retry-After
+# waits the default; none waits longer than the maximum.
+LIMITS_WAIT_SECONDS = env_float("LIMITS_WAIT_SECONDS", 0.5, minimum=0.0)
+LIMITS_RATE_MARGIN = env_float("LIMITS_RATE_MARGIN", 0.05, minimum=0.0)
+LIMITS_DEFAULT_RETRY_AFTER = env_float("LIMITS_DEFAULT_RETRY_AFTER", 5.0, minimum=0.0)
+LIMITS_MAX_RETRY_AFTER = env_float("LIMITS_MAX_RETRY_AFTER", 3600.0, minimum=1.0)
 
 # Prometheus scrapes /metrics with "Authorization: Bearer <METRICS_TOKEN>" (unset: people only).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")

@@ -10,6 +10,8 @@ Executing, in order (DESIGN.md, "The operation ledger"):
 
    success   -> confirmed, external ID saved
    transient -> approved again with next_attempt_at (backoff) while the budget lasts; failed
+   throttled -> (a 429, or a 503 with Retry-After) approved again after the destination's
+                time, its integration throttled until then; the retry budget is not spent
    uncertain -> unknown, the enquiry submission_unknown; look up at once, and believe "not
                 found" only after the settle delay
    invalid   -> failed, not retried; the message kept for a person
@@ -34,7 +36,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from intake.models import Enquiry
-from ledger import effects, failpoints, journal
+from ledger import effects, failpoints, journal, limits
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
 from ledger.kinds import connector_for
 from ledger.models import Attempt, Op, Operation, payload_hash
@@ -206,12 +208,23 @@ def execute(op_id) -> str:
     if claimed is None:
         return "nothing to claim"
     op, attempt, shortcut = claimed
+    scope = limits.Scope(op)
+    try:
+        return _call(op, attempt, shortcut, scope)
+    finally:
+        # Only once the outcome is recorded: a throttle a 429 set is in place before the
+        # in-flight slot lets anyone else send.
+        scope.release()
+
+
+def _call(op, attempt, shortcut, scope) -> str:
     actor = worker_actor()
     if shortcut is not None:
         return record_success(op.pk, attempt, shortcut, actor=actor, outcome="skipped")
     connector = connector_for(op)
     try:
-        result = connector.call(op)
+        with limits.using(scope):
+            result = connector.call(op)
     except ConnectorError as exc:
         return record_failure(op.pk, attempt, exc, actor=actor)
     except Exception as exc:  # a bug, not a destination answer: we cannot say it was not sent
@@ -223,7 +236,9 @@ def execute(op_id) -> str:
 
 
 def claim(op_id):
-    """(operation, attempt, shortcut) committed as `submitted`, or None when not claimable."""
+    """(operation, attempt, shortcut) committed as `submitted`, or None when not claimable.
+    An operation whose integration's turn is not near (ledger.limits.admission) is put back
+    on the queue for its turn, unchanged."""
     now = timezone.now()
     actor = worker_actor()
     with transaction.atomic(), journal.deferred():
@@ -267,6 +282,11 @@ def claim(op_id):
             _fail(op, enquiry, actor, "payload_mismatch", attempt.error_message, owner=True)
             op.save()
             return None
+        if limits.applies(integration, now):
+            later = limits.admission(integration, now=now)
+            if later is not None:
+                come_back(op, EXECUTE, later.at)
+                return None
         attempt.save()
         op.attempt_count = number
         op.budget_used += 1
@@ -284,6 +304,14 @@ def claim(op_id):
             enquiry.save()
     shortcut = effects.already_done(op)
     return op, attempt, shortcut
+
+
+def come_back(op, func, at):
+    """Not this operation's turn at its integration: queued again for ``at``. Nothing else
+    changes (no attempt, no transition, no retry budget), so it is not journalled."""
+    op.next_attempt_at = at
+    op.save(update_fields=["next_attempt_at", "updated_at"])
+    enqueue(op, func, at=at)
 
 
 def hold(op, *, actor, reason):
@@ -330,8 +358,15 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
     """``attempt``: the Attempt this worker recorded at its claim."""
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
+        throttled = error.retry_after is not None and error.kind is ErrorKind.TRANSIENT
         _finish_attempt(
-            attempt, outcome=error.kind.value, status=error.status, body=error.body, error=error
+            attempt,
+            outcome=("throttled" if error.status else "not_sent")
+            if throttled
+            else error.kind.value,
+            status=error.status,
+            body=error.body,
+            error=error,
         )
         if op.state != Op.SUBMITTED or op.lease_owner != worker_name():
             journal.record(
@@ -347,6 +382,8 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         op.last_error_message = error.message[:2000]
         _clear_lease(op)
         kind = error.kind
+        if throttled:
+            return _throttled(op, error, actor)
         if kind is ErrorKind.TRANSIENT:
             budget, backoff = retry_budget(op)
             if op.budget_used < budget:
@@ -398,6 +435,44 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         _fail(op, enquiry, actor, "invalid", error.message, owner=False)
         op.save()
         return "failed (invalid)"
+
+
+def _throttled(op, error: ConnectorError, actor) -> str:
+    """The destination asked us to wait: not a failure. Its integration is throttled until
+    then (no worker sends to it before), and this operation comes back then, the call it just
+    made not counted against its retry budget. With no status, nothing was sent: our own limit
+    gave the request no turn in time (ledger.limits.before_request); it simply comes back."""
+    op.budget_used = max(op.budget_used - 1, 0)
+    op.last_error_class = "throttled" if error.status is not None else "not_sent"
+    until = timezone.now() + timedelta(seconds=error.retry_after)
+    if op.integration is not None and error.status is None:
+        # No status: our own limit gave no turn in time; the destination said nothing.
+        local = timezone.localtime(until)
+        label = f"waiting for its turn at the {op.integration} until {local:%H:%M:%S}"
+    elif op.integration is not None:
+        until = limits.throttle(
+            op.integration,
+            seconds=error.retry_after,
+            reason=f"{error.status}: asked to wait {error.retry_after:g}s",
+            actor=actor,
+            evidence={"operation": str(op.pk), "status": error.status},
+        )
+        label = limits.throttle_label(op.integration, until)
+    else:
+        label = f"throttled until {timezone.localtime(until):%H:%M:%S}"
+    op.next_attempt_at = until
+    op.defer(
+        actor=actor,
+        reason=f"{label}; not a failure, sent again then (retry budget untouched)",
+        evidence={
+            "status": error.status,
+            "retry_after_seconds": error.retry_after,
+            "throttled_until": until.isoformat(),
+        },
+    )
+    op.save()
+    enqueue(op, EXECUTE, at=until)
+    return "throttled"
 
 
 def _fail(op, enquiry, actor, attention, message, *, owner):
@@ -488,17 +563,31 @@ def reconcile(op_id) -> str:
     op = read_operation(op_id, state=Op.UNKNOWN)
     if op is None:
         return "nothing to claim"
+    if limits.applies(op.integration, started):
+        later = limits.admission(op.integration, now=started)
+        if later is not None:
+            with transaction.atomic():
+                _, locked = lock_operation(op.pk, skip_locked=True, state=Op.UNKNOWN)
+                if locked is not None and locked.attempt_count == op.attempt_count:
+                    come_back(locked, RECONCILE, later.at)
+            return "not its turn"
+    scope = limits.Scope(op)
     try:
-        found = connector_for(op).lookup(op)
-        error = None
-    except ConnectorError as exc:
-        found, error = None, exc
-    except Exception as exc:
-        logger.exception("lookup crashed on %s", op.pk)
-        found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
-    return record_lookup(
-        op.pk, found, error, actor=actor, started=started, seen_attempts=op.attempt_count
-    )
+        connector = connector_for(op)
+        try:
+            with limits.using(scope):
+                found = connector.lookup(op)
+            error = None
+        except ConnectorError as exc:
+            found, error = None, exc
+        except Exception as exc:
+            logger.exception("lookup crashed on %s", op.pk)
+            found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
+        return record_lookup(
+            op.pk, found, error, actor=actor, started=started, seen_attempts=op.attempt_count
+        )
+    finally:
+        scope.release()
 
 
 def _ref(op):
@@ -530,6 +619,24 @@ def record_lookup(
             return "superseded"
         _clear_lease(op)
         policy = policy_for(op)
+        if error is not None and error.retry_after is not None:
+            # Asked to wait: look again after the destination's time; no person needed.
+            _finish_attempt(
+                attempt, outcome="throttled", status=error.status, body=error.body, error=error
+            )
+            op.last_error_class = "throttled"
+            op.last_error_message = f"lookup: {error.message}"[:2000]
+            until = timezone.now() + timedelta(seconds=error.retry_after)
+            if op.integration is not None and error.status is not None:
+                until = limits.throttle(
+                    op.integration,
+                    seconds=error.retry_after,
+                    reason=f"{error.status}: asked to wait {error.retry_after:g}s",
+                    actor=actor,
+                    evidence={"operation": str(op.pk), "status": error.status},
+                )
+            schedule_reconcile(op, actor=actor, at=until)
+            return "throttled"
         if error is not None:
             _finish_attempt(
                 attempt, outcome="lookup_failed", status=error.status, body=error.body, error=error

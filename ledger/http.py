@@ -4,7 +4,8 @@ failure turned into a ConnectorError whose kind says what is known about the des
 The distinction that matters is between *never sent* and *sent, no answer*:
 
 - transient: the request cannot have been acted on (connection refused, DNS, connect timeout,
-  502/503/504, 429). Retrying with backoff is safe.
+  502/503/504, 429). Retrying with backoff is safe. A 429, and a 503 with ``Retry-After``, is
+  the destination asking us to slow down: the error carries ``retry_after`` (ledger.limits).
 - uncertain: the request may have been acted on (read timeout, connection reset or closed
   after the request was written). Retrying blindly could duplicate a write: reconcile first.
 - invalid: the destination refused the request as it is (400/404/409/422, other 4xx).
@@ -141,7 +142,23 @@ def status_error(result: HttpResult) -> ConnectorError:
         # 500 and other 5xx: the server failed while handling the request, which may have
         # been acted on before it failed. Not proof of anything: reconcile.
         kind = ErrorKind.UNCERTAIN
-    return ConnectorError(kind, f"{status}: {message}", status=status, body=result.summary())
+    return ConnectorError(
+        kind,
+        f"{status}: {message}",
+        status=status,
+        body=result.summary(),
+        retry_after=_retry_after(result),
+    )
+
+
+def _retry_after(result: HttpResult) -> float | None:
+    """Seconds a 429 (or a 503 that names a time) asks us to wait; None for other answers."""
+    from ledger.limits import parse_retry_after
+
+    value = next((v for k, v in result.headers.items() if k.lower() == "retry-after"), None)
+    if result.status == 429 or (result.status == 503 and value is not None):
+        return parse_retry_after(value)
+    return None
 
 
 def _message(result: HttpResult) -> str:

@@ -50,6 +50,9 @@ def defaults_from_environment(name: str) -> dict:
         "settle_delay_seconds": env_float(
             f"{p}_SETTLE_DELAY_SECONDS", declared.settle_delay_seconds, minimum=0.0
         ),
+        # Empty: no limit (ledger.limits); admins change them with the rest of the row.
+        "max_requests_per_second": env_float(f"{p}_MAX_REQUESTS_PER_SECOND", None, minimum=0.0),
+        "max_in_flight": env_int(f"{p}_MAX_IN_FLIGHT", None, minimum=1),
         "owner": owner,
         "paused": paused,
         "pause_reason": "paused from the environment" if paused else "",

@@ -4,6 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
@@ -117,6 +118,24 @@ class Integration(models.Model):
     pause_reason = models.TextField(blank=True)
     # Resuming does not release the backlog: an admin reviews it first (ledger.services).
     awaiting_backlog_review = models.BooleanField(default=False)
+    # Limits that hold across every worker on every machine (ledger.limits). Empty: none.
+    max_requests_per_second = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0)],
+        help_text="Calls per second to this destination, from all workers together "
+        "(writes, look-ups and reads alike). Empty or 0: no limit.",
+    )
+    max_in_flight = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Calls waiting for this destination's answer at once. Empty: no limit.",
+    )
+    # Set when the destination answers 429 (or 503 with Retry-After): nothing is sent to it
+    # before this time. Written by ledger.limits.throttle() alone, never by a form.
+    throttled_until = models.DateTimeField(null=True, blank=True, editable=False)
+    throttle_reason = models.CharField(max_length=300, blank=True, editable=False)
 
     class Meta:
         permissions = [("pause_integration", "Can pause and resume an integration")]
@@ -137,6 +156,8 @@ class Integration(models.Model):
         "supports_lookup",
         "supports_idempotency_key",
         "settle_delay_seconds",
+        "max_requests_per_second",
+        "max_in_flight",
     )
     SECRET_FIELDS = ("token",)
 
@@ -179,6 +200,41 @@ class Integration(models.Model):
                 errors.setdefault(field_name, message)
         if errors:
             raise ValidationError(errors)
+
+
+class LimiterState(models.Model):
+    """An integration's pace, shared by every worker (ledger.limits): one row, locked briefly.
+
+    ``next_slot_at``: the earliest time the next call may start. ``queue_until``: the last
+    time handed to an operation told to come back later, so that those come back one slot
+    apart, in the order they were told, instead of all at once.
+    """
+
+    integration = models.OneToOneField(
+        Integration, primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    next_slot_at = models.DateTimeField(null=True, blank=True)
+    queue_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.integration_id}: next slot {self.next_slot_at}"
+
+
+class InFlightSlot(models.Model):
+    """One call in flight to a limited integration: a lease, so a killed worker's slot comes
+    back when it expires (or sooner, when its process on this host is gone)."""
+
+    integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="+")
+    holder = models.CharField(max_length=120)
+    operation_id = models.UUIDField(null=True, blank=True)
+    acquired_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["integration", "expires_at"], name="in_flight_live")]
+
+    def __str__(self):
+        return f"{self.integration_id}: {self.holder} until {self.expires_at}"
 
 
 class OperationState(models.TextChoices):

@@ -94,16 +94,19 @@ class _DelayedOrmBroker(ORM):
 
 
 class _CollectingOrmBroker(ORM):
-    """The ORM broker, keeping each task row to be inserted with the others (see batched())."""
+    """The ORM broker, keeping each task row to be inserted with the others (see batched());
+    ``not_before``: a delayed task's lock, as _DelayedOrmBroker writes it."""
 
-    def __init__(self, rows):
+    def __init__(self, rows, not_before=None):
         super().__init__(list_key=Conf.CLUSTER_NAME)
         self.rows = rows
+        self.not_before = not_before
 
     def enqueue(self, task):
         from django_q.models import OrmQ
 
-        self.rows.append(OrmQ(key=self.list_key, payload=task, lock=timezone.now()))
+        lock = self.not_before or timezone.now()
+        self.rows.append(OrmQ(key=self.list_key, payload=task, lock=lock))
         return None
 
 
@@ -116,7 +119,7 @@ def batched():
     """Insert the task rows this block enqueues in one statement at its end (ORM broker).
 
     The same rows django-q2's ORM broker writes one at a time, for a path that enqueues
-    several in one transaction (the receipt). Delayed tasks and other brokers are unchanged.
+    several in one transaction (the receipt, a released backlog). Other brokers are unchanged.
     """
     if _batch.get() is not None or not uses_orm_broker():
         yield
@@ -165,10 +168,10 @@ def _push(func: str, arg: str, at) -> bool:
     if given), on commit with another; False for a delayed task another broker cannot hold."""
     if uses_orm_broker():
         options = {"task_name": f"{func.rsplit('.', 1)[1]}:{arg}", "group": "ledger"}
-        if at is not None:
+        if _batch.get() is not None:
+            options["broker"] = _CollectingOrmBroker(_batch.get(), at)
+        elif at is not None:
             options["broker"] = _DelayedOrmBroker(at)
-        elif _batch.get() is not None:
-            options["broker"] = _CollectingOrmBroker(_batch.get())
         async_task(func, arg, q_options=options)
     elif at is not None:
         return False

@@ -18,7 +18,7 @@ from django_fsm import TransitionNotAllowed
 
 from intake.models import Document, Enquiry, EnquiryState
 from intake.workflow import actor_label, system_actor
-from ledger import failpoints, journal
+from ledger import failpoints, journal, limits
 from ledger.execution import lock_operation, schedule_reconcile
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration, Op, Operation, payload_hash
@@ -654,26 +654,46 @@ def resume_integration(name, *, actor, reason) -> Integration:
 
 
 def release_backlog(name, *, actor, reason, operation_ids=None) -> list[Operation]:
-    """Release all of the reviewed backlog, or the chosen operations, with a reason."""
+    """Release all of the reviewed backlog, or the chosen operations, with a reason.
+
+    Oldest first. With a rate limit each operation is queued for its own turn, one interval
+    apart (ledger.limits.turns), so the backlog drains at the integration's rate by itself.
+    A backlog is thousands of rows after an outage: the enquiries, then the operations, are
+    locked in one statement each (the one lock order), and the rows, their journal entries and
+    their tasks are written in one statement per table.
+    """
     reason = _reason(reason)
     _require(actor, "ledger.pause_integration")
-    released = []
-    with transaction.atomic():
+    with transaction.atomic(), journal.deferred(), batched():
         row = Integration.objects.select_for_update().get(name=name)
         if row.paused:
             raise ActionRefused(f"{row} is paused; resume it before releasing its backlog.")
         chosen = backlog(name)
         if operation_ids is not None:
             chosen = chosen.filter(pk__in=list(operation_ids))
-        for op_id in list(chosen.values_list("pk", flat=True)):
-            _, op = lock_operation(op_id)
-            if op is None or op.state != Op.APPROVED or not op.held:
-                continue
+        pairs = list(chosen.values_list("pk", "enquiry_id"))
+        list(
+            Enquiry.objects.select_for_update()
+            .filter(pk__in={enquiry for _, enquiry in pairs})
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        released = list(
+            Operation.objects.select_for_update(of=("self",))
+            .filter(pk__in=[pk for pk, _ in pairs], state=Op.APPROVED, held=True)
+            .order_by("created_at", "pk")
+        )
+        turns = limits.turns(row, len(released))
+        now = timezone.now()
+        for n, op in enumerate(released):
             op.held = False
-            op.save(update_fields=["held", "updated_at"])
+            op.updated_at = now
+            op.next_attempt_at = turns[n] if turns else None
             journal.record(op, "ledger.operation.released", actor=actor, reason=reason)
-            enqueue(op, EXECUTE)
-            released.append(op)
+            enqueue(op, EXECUTE, at=op.next_attempt_at, save=False)
+        Operation.objects.bulk_update(
+            released, ["held", "next_attempt_at", "task_enqueued_at", "updated_at"], batch_size=1000
+        )
         row.awaiting_backlog_review = backlog(name).exists()
         row.save(update_fields=["awaiting_backlog_review"])
         journal.record(

@@ -286,6 +286,7 @@ RUNBOOKS = {
     "unresolved-classification": "Classification unresolved",
     "receipt-pending": "Receipts not taken up by a worker",
     "pause-procedure": "Pausing and resuming an integration",
+    "throttled": "Throttled by a destination (429 / Retry-After)",
     "queue-owners": "Who owns which queue",
 }
 
@@ -298,6 +299,8 @@ def runbook_for_operation(op) -> str:
         return "document-access"
     if op.state == Op.UNKNOWN and kind != "lookup":
         return "unknown-outcome"
+    if op.state == Op.APPROVED and kind == "throttled":
+        return "throttled"  # asked to wait, not failed (ledger.limits)
     return {
         "lookup": "reconciliation-queue",
         "duplicate": "duplicate-records",

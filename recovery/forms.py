@@ -127,6 +127,8 @@ LABELS = {
     "supports_lookup": "Can look a record up by reference",
     "supports_idempotency_key": "Honours the idempotency key",
     "settle_delay_seconds": "Search lag (settle delay)",
+    "max_requests_per_second": "Most requests per second",
+    "max_in_flight": "Most calls in flight at once",
 }
 HELP = {
     "kind": "The API the destination speaks: Handover's own contract (the sandbox) or a real "
@@ -143,6 +145,9 @@ HELP = {
     "not there.",
     "settle_delay_seconds": "How long after a write the destination's search may still miss "
     "it; a look-up that finds nothing is trusted only after this.",
+    "max_requests_per_second": "For every worker on every machine together: writes, look-ups "
+    "and reads alike. Empty: no limit. A released backlog drains at this rate.",
+    "max_in_flight": "Calls waiting for this destination's answer at once. Empty: no limit.",
 }
 
 

@@ -34,6 +34,8 @@ from urllib.parse import parse_qs, quote
 
 from sandbox.store import (
     DEFAULT_CAPABILITIES,
+    RATE_LIMIT_SCOPES,
+    RATE_LIMITED,
     Fault,
     IdempotencyKeyReusedError,
     Store,
@@ -69,6 +71,7 @@ CALL_FAULT_MODES = (
     "timeout_after_commit",
     "reset_before_commit",
     "latency",
+    "error_429",
     *ERROR_FAULTS,
 )
 DELIVERY_FAULT_MODES = ("fail",)
@@ -114,6 +117,9 @@ def error_response(status: int, code: str, detail: str = "") -> Response:
 
 class Request:
     def __init__(self, environ: dict[str, Any]) -> None:
+        # When the call arrived, before it waits for the store's lock: what the per-second
+        # counts and the rate limit count (a caller is not charged for our own queueing).
+        self.arrived = time.time()
         self.environ = environ
         self.method = environ.get("REQUEST_METHOD", "GET").upper()
         # WSGI hands PATH_INFO over as latin-1-decoded bytes; recover the UTF-8 text.
@@ -262,19 +268,24 @@ class SandboxApp:
         raise HttpError(404, "not_found", f"no route for {request.path}")
 
     def _call_service(self, route: Route, request: Request, params: dict[str, str]) -> Response:
-        fault = self.store.begin_call(route.target)
+        fault = self.store.begin_call(route.target, arrived=request.arrived)
         if fault is None:
             return self._invoke(route, request, params)
         logger.info(
             "fault %s/%s fires on %s %s", fault.target, fault.mode, request.method, request.path
         )
-        if fault.mode in ERROR_FAULTS:
-            # Answer before touching the store: nothing is written.
-            status, code = ERROR_FAULTS[fault.mode]
-            response = error_response(status, code, f"sandbox fault {fault.mode}")
-            if status == 503:
-                response.headers.append(("Retry-After", "1"))
+        if fault.mode in (RATE_LIMITED, "error_429"):
+            # Too many requests: nothing is written; Retry-After in whole seconds, at least 1.
+            seconds = max(1, -(-(fault.delay_ms or 1000) // 1000))
+            detail = "rate limit exceeded" if fault.mode == RATE_LIMITED else "sandbox fault"
+            response = error_response(429, "too_many_requests", detail)
+            response.headers.append(("Retry-After", str(seconds)))
             return response
+        if fault.mode in ERROR_FAULTS:
+            # Answer before touching the store: nothing is written. A 503 names no time: an
+            # outage, not a request to slow down (that is error_429).
+            status, code = ERROR_FAULTS[fault.mode]
+            return error_response(status, code, f"sandbox fault {fault.mode}")
         if fault.mode == "reset_before_commit":
             raise DropConnection
         if fault.mode == "latency":
@@ -548,9 +559,15 @@ def validate_capabilities(payload: dict[str, Any]) -> dict[str, Any]:
     for name in ("lookup", "idempotency_key"):
         if name in payload and not isinstance(payload[name], bool):
             raise HttpError(400, "invalid_capability", f"'{name}' must be true or false")
-    for name in ("lookup_lag_seconds", "delivery_delay_ms"):
-        if name in payload and (not is_number(payload[name]) or payload[name] < 0):
+    for name in ("lookup_lag_seconds", "delivery_delay_ms", "rate_limit_per_second"):
+        if name in payload and (not is_number(payload[name]) or not 0 <= payload[name] < 1e9):
             raise HttpError(400, "invalid_capability", f"'{name}' must be a number >= 0")
+    if "rate_limit_scope" in payload and payload["rate_limit_scope"] not in RATE_LIMIT_SCOPES:
+        raise HttpError(
+            400,
+            "invalid_capability",
+            f"'rate_limit_scope' must be one of {list(RATE_LIMIT_SCOPES)}",
+        )
     return payload
 
 

@@ -101,6 +101,14 @@ CREATE TABLE IF NOT EXISTS request_paths (
     request TEXT PRIMARY KEY,
     count INTEGER NOT NULL
 );
+-- Every service call's arrival (seconds since the epoch), for the per-second counts and the
+-- rate limit; rows older than REQUEST_LOG_SECONDS are dropped as new ones come in.
+CREATE TABLE IF NOT EXISTS request_log (
+    at REAL NOT NULL,
+    target TEXT NOT NULL,
+    limited INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS request_log_at ON request_log (at);
 
 CREATE TABLE IF NOT EXISTS capabilities (
     name TEXT PRIMARY KEY,
@@ -119,6 +127,7 @@ RESET_STATEMENTS = (
     "DELETE FROM faults_fired",
     "DELETE FROM request_counts",
     "DELETE FROM request_paths",
+    "DELETE FROM request_log",
     "DELETE FROM capabilities",
 )
 
@@ -127,7 +136,14 @@ DEFAULT_CAPABILITIES: dict[str, Any] = {
     "idempotency_key": True,
     "lookup_lag_seconds": 0,
     "delivery_delay_ms": 200,
+    # Above this many calls in any one second, answer 429 with Retry-After (0: no limit),
+    # counting all targets together ("global") or each target on its own ("target").
+    "rate_limit_per_second": 0,
+    "rate_limit_scope": "global",
 }
+RATE_LIMIT_SCOPES = ("global", "target")
+RATE_LIMITED = "rate_limited"  # the pseudo-fault begin_call() returns for a call over the limit
+REQUEST_LOG_SECONDS = 600.0
 
 # Generous: writers queue behind each other under BEGIN IMMEDIATE, never fail fast.
 BUSY_TIMEOUT_SECONDS = 30.0
@@ -259,14 +275,25 @@ class Store:
         with self._read() as conn:
             return _pending_faults(conn)
 
-    def begin_call(self, target: str) -> Fault | None:
-        """Count a call to ``target`` and consume the oldest fault armed for it, if any."""
+    def begin_call(self, target: str, *, arrived: float | None = None) -> Fault | None:
+        """Count a call to ``target`` that arrived at ``arrived`` (default: now); refuse it
+        when over the rate limit (a ``rate_limited`` pseudo-fault whose delay_ms is the
+        Retry-After); else consume the oldest fault armed for it, if any."""
         with self._write() as conn:
+            now = time.time() if arrived is None else arrived
             conn.execute(
                 "INSERT INTO request_counts (target, count) VALUES (?, 1) "
                 "ON CONFLICT (target) DO UPDATE SET count = count + 1",
                 (target,),
             )
+            conn.execute("DELETE FROM request_log WHERE at < ?", (now - REQUEST_LOG_SECONDS,))
+            wait = _over_rate_limit(conn, target, now)
+            conn.execute(
+                "INSERT INTO request_log (at, target, limited) VALUES (?, ?, ?)",
+                (now, target, int(wait is not None)),
+            )
+            if wait is not None:
+                return Fault(target=target, mode=RATE_LIMITED, delay_ms=wait)
             return _take_fault(conn, target)
 
     def count_path(self, method: str, raw_path: str) -> None:
@@ -326,6 +353,7 @@ class Store:
                     )
                 },
                 "faults_fired": _faults_fired(conn),
+                **_arrivals(conn),
                 "faults_pending": _pending_faults(conn),
                 "capabilities": _capabilities(conn),
             }
@@ -513,6 +541,59 @@ def _capabilities(conn: sqlite3.Connection) -> dict[str, Any]:
         row["name"]: json.loads(row["value"]) for row in conn.execute("SELECT * FROM capabilities")
     }
     return {**DEFAULT_CAPABILITIES, **stored}
+
+
+def _over_rate_limit(conn: sqlite3.Connection, target: str, now: float) -> int | None:
+    """Milliseconds until the next second starts, when ``rate_limit_per_second`` calls were
+    already let in during this one (a fixed one-second window, as the per-second counts, in
+    the capability's scope); None when under the limit."""
+    capabilities = _capabilities(conn)
+    limit = capabilities["rate_limit_per_second"]
+    if not limit:
+        return None
+    second = float(int(now))
+    sql = "SELECT COUNT(*) FROM request_log WHERE limited = 0 AND at >= ? AND at < ?"
+    params: tuple = (second, second + 1.0)
+    if capabilities["rate_limit_scope"] == "target":
+        sql += " AND target = ?"
+        params = (second, second + 1.0, target)
+    (count,) = conn.execute(sql, params).fetchone()
+    if count < limit:
+        return None
+    return max(1, int((second + 1.0 - now) * 1000) + 1)
+
+
+def _arrivals(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Per-second call counts, the most calls in any one-second window (sliding, to the
+    microsecond) and the calls refused for the rate limit: per target and for "all"."""
+    rows = conn.execute("SELECT at, target, limited FROM request_log ORDER BY at").fetchall()
+    times: dict[str, list[float]] = {"all": []}
+    per_second: dict[str, dict[str, int]] = {"all": {}}
+    limited: dict[str, int] = {}
+    for at, target, was_limited in rows:
+        second = str(int(at))
+        for key in ("all", target):
+            times.setdefault(key, []).append(at)
+            counts = per_second.setdefault(key, {})
+            counts[second] = counts.get(second, 0) + 1
+        if was_limited:
+            limited[target] = limited.get(target, 0) + 1
+            limited["all"] = limited.get("all", 0) + 1
+    return {
+        "per_second": per_second,
+        "max_in_any_second": {key: _max_in_window(values) for key, values in times.items()},
+        "rate_limited": limited,
+    }
+
+
+def _max_in_window(times: list[float], window: float = 1.0) -> int:
+    """The most of ``times`` (sorted) inside any half-open window [t, t + window)."""
+    best = start = 0
+    for end, at in enumerate(times):
+        while at - times[start] >= window:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
 
 
 def _take_fault(conn: sqlite3.Connection, target: str) -> Fault | None:

@@ -33,6 +33,7 @@ class ConnectorError(Exception):
         body: str = "",
         attention: str = "",
         evidence: dict | None = None,
+        retry_after: float | None = None,
     ):
         super().__init__(message)
         self.kind = ErrorKind(kind)
@@ -41,6 +42,9 @@ class ConnectorError(Exception):
         self.body = body
         self.attention = attention
         self.evidence = evidence or {}
+        # Seconds the destination asked us to wait (429, or 503 with Retry-After): a throttle,
+        # not a failure. The engine waits it out without spending the retry budget.
+        self.retry_after = retry_after
 
     @property
     def retryable(self) -> bool:
@@ -125,15 +129,27 @@ class Connector:
         return headers
 
     def request(self, method, path, *, operation=None, idempotent=False, **kwargs):
-        from ledger import http
+        from ledger import http, limits
 
-        return http.send(
-            method,
-            self.url(path),
-            timeout=self.timeout,
-            headers=self.headers(operation, idempotent=idempotent),
-            **kwargs,
-        )
+        # The one choke point: every request to a limited destination takes its turn here.
+        try:
+            permit = limits.before_request(self.integration)
+        except limits.Throttled as exc:
+            raise ConnectorError(
+                ErrorKind.TRANSIENT,
+                f"not sent: {exc.not_yet.why}",
+                retry_after=limits.seconds_until(exc.not_yet.at),
+            ) from exc
+        try:
+            return http.send(
+                method,
+                self.url(path),
+                timeout=self.timeout,
+                headers=self.headers(operation, idempotent=idempotent),
+                **kwargs,
+            )
+        finally:
+            limits.after_request(permit)
 
     def post_write(self, path, operation, *, what="record"):
         """POST the approved payload (with the idempotency key where the destination honours

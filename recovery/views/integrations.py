@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ledger import services as ledger_services
@@ -46,6 +47,7 @@ def integration_list(request):
             "can_pause": request.user.has_perm(INTEGRATION_PERMISSION),
             "can_configure": request.user.has_perm(CONFIGURE_PERMISSION),
             "pause_runbook": RUNBOOKS["pause-procedure"],
+            "now": timezone.now(),
         },
     )
 

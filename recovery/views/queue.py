@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from intake.models import Enquiry, EnquiryState, Suggestion, search_query
+from ledger import limits
 from ledger.models import Integration
 from recovery import queue as work
 from recovery.forms import people
@@ -70,6 +71,8 @@ def queue(request):
             "integrations": Integration.NAMES,
             "owners": people(),
             "now": timezone.now(),
+            # Not failures, so not rows: work waiting for a destination's turn (ledger.limits).
+            "waiting": limits.waiting(),
         },
     )
 

@@ -28,6 +28,16 @@ KEYS = {
         "queries_first",
         "queries_filtered",
     },
+    "drain": {
+        "limit_per_s",
+        "rate_per_s",
+        "ratio",
+        "max_in_any_second",
+        "throttled",
+        "duplicates",
+        "missing",
+    },
+    "latency": {"p50_ms", "p99_ms", "capacity_per_s", "offered_per_s"},
 }
 
 
@@ -52,6 +62,10 @@ def test_quick_bench_writes_every_figure(tmp_path):
             "50",
             "--page-samples",
             "2",
+            "--drains",
+            "40",
+            "--latency-seconds",
+            "2",
             "--bench-database",
             f"handover_bench_smoke_{os.getpid()}",
             "--json",
@@ -68,6 +82,9 @@ def test_quick_bench_writes_every_figure(tmp_path):
     for section, keys in KEYS.items():
         assert keys <= set(results[section]), (section, sorted(results[section]))
     assert results["delivery"]["duplicates"] == 0
+    # The drain ran with one cluster and with two, and lost or doubled nothing.
+    assert [r["clusters"] for r in results["drain"]["runs"]] == [1, 2]
+    assert results["drain"]["duplicates"] == results["drain"]["missing"] == 0
     # CPU by process was taken: the cluster and the sandbox did work in both sections.
     for section in ("delivery", "reconciliation"):
         cpu = results[section]["cpu_ms_per_op"]

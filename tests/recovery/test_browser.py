@@ -188,3 +188,42 @@ def test_screenshots_of_the_queue_item_page_and_dashboard(page, monkeypatch):
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
     for name in shots:
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 10_000
+
+
+def test_the_console_says_throttled_not_failed(page, make_user, approved_enquiry, sandbox):
+    """A 429 with Retry-After: the queue, the item page and the integrations page say the CRM
+    asked to wait and until when; nothing is in the failure queue."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger import tasks
+    from ledger.models import Integration
+
+    sandbox.fault("crm.create", "error_429", delay_ms=3000)
+    enquiry, op = approved_enquiry(message="<script>alert(1)</script> " + "Bins " * 80)
+    assert tasks.execute_operation(str(op.pk)) == "throttled"
+    # Held for the length of the test, with a destination's long, hostile reason.
+    until = timezone.now() + timedelta(hours=1)
+    reason = "429: <b>slow down</b> " + "x" * 250
+    Integration.objects.filter(name="crm").update(
+        throttled_until=until, throttle_reason=reason, max_requests_per_second=40, max_in_flight=8
+    )
+    clock = f"{timezone.localtime(until):%H:%M:%S}"
+    admin = make_user("admin", username="avery")
+
+    page.set_viewport_size({"width": 1440, "height": 900})
+    login(page, admin.username)
+    notice = page.locator(".card.waiting")
+    assert f"CRM: throttled by the CRM until {clock}." in notice.inner_text()
+    assert page.get_by_text("Nothing is waiting").is_visible()  # not a failure row
+    page.screenshot(path=str(SCREENSHOTS / "throttled-queue.png"), full_page=True)
+
+    page.goto(page.base + f"/console/enquiries/{enquiry.reference}/")
+    assert page.get_by_text(f"Throttled by the CRM until {clock}").is_visible()
+    assert page.get_by_role("link", name="Runbook: Throttled by a destination").is_visible()
+    page.screenshot(path=str(SCREENSHOTS / "throttled-item.png"), full_page=True)
+
+    page.goto(page.base + "/console/integrations/")
+    assert page.get_by_text("<b>slow down</b>", exact=False).is_visible()  # shown as text
+    page.screenshot(path=str(SCREENSHOTS / "throttled-integrations.png"), full_page=True)

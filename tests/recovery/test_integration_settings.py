@@ -210,3 +210,17 @@ def test_the_kind_is_edited_with_the_row_and_validated_for_that_kind(crm, client
     assert Integration.objects.get(pk=crm.pk).kind == "bottlecrm"
     [entry] = changes()
     assert entry.evidence["kind"] == {"from": "handover", "to": "bottlecrm"}
+
+
+def test_the_limits_are_edited_with_the_row_and_journalled(crm, client_for):
+    admin = client_for("admin")
+    refused = admin.post(URL, form_data(crm, max_requests_per_second="-3"))
+    assert refused.status_code == 400
+    assert Integration.objects.get(pk=crm.pk).max_requests_per_second is None
+    saved = admin.post(URL, form_data(crm, max_requests_per_second="40", max_in_flight="4"))
+    assert saved.status_code == 302
+    row = Integration.objects.get(pk=crm.pk)
+    assert (row.max_requests_per_second, row.max_in_flight) == (40.0, 4)
+    [entry] = changes()
+    assert entry.evidence["max_requests_per_second"] == {"from": None, "to": 40.0}
+    assert entry.evidence["max_in_flight"] == {"from": None, "to": 4}

@@ -12,6 +12,8 @@ DEFAULT_CAPABILITIES = {
     "idempotency_key": True,
     "lookup_lag_seconds": 0,
     "delivery_delay_ms": 200,
+    "rate_limit_per_second": 0,
+    "rate_limit_scope": "global",
 }
 
 
@@ -24,6 +26,9 @@ def test_fresh_stats(sandbox):
         "paths": {},
         "faults_fired": {},
         "faults_pending": [],
+        "per_second": {"all": {}},
+        "max_in_any_second": {"all": 0},
+        "rate_limited": {},
         "capabilities": DEFAULT_CAPABILITIES,
     }
 

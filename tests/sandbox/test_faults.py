@@ -133,7 +133,7 @@ def test_every_target_can_be_faulted(api, sandbox, target, method, path):
 
     faulted = api.request(method, url, json=body)
     assert faulted.status_code == 503
-    assert faulted.headers["Retry-After"] == "1"
+    assert "Retry-After" not in faulted.headers  # an outage, not a request to slow down
     after = sandbox.stats()
     assert after["faults_fired"][target] == {"error_503": 1}
     # A faulted write leaves the store as it was.
