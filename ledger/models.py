@@ -289,6 +289,15 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     def cancel(self, *, actor, reason="", evidence=None):
         self.attention = ""
 
+    @transition(state, source=Op.CANCELLED, target=Op.PROPOSED, custom={"actors": (SYSTEM,)})
+    def repropose(self, *, actor, reason="", evidence=None):
+        """A revision's write cancelled before anything was sent is proposed again when that
+        revision is approved (ledger.services.approve_revision): its key was never used at the
+        destination, so reusing it cannot meet an earlier request there."""
+        self.attention = ""
+        self.held = False
+        self.next_attempt_at = None
+
 
 class Attempt(models.Model):
     """One try at the destination (a call or a lookup), recorded before the call is made."""

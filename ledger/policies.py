@@ -34,6 +34,9 @@ class Policy:
     # uncertain write the destination could not be asked about).
     manual_retry: bool = True
     compensated_by: str | None = None
+    # Approved only with the enquiry's revision (a reviewer's "Approve revision"), never on its
+    # own: approving the operation alone would authorise a revision nobody reviewed.
+    approved_by_revision: bool = False
     # Used when there is no integration row to read the budget from.
     default_retry_budget: int = 3
     default_backoff_seconds: float = 1.0
@@ -82,6 +85,7 @@ POLICIES: dict[str, Policy] = {
             check_first="does the external record exist (lookup by reference)?",
             system_approved=False,
             compensated_by="crm.close_enquiry",
+            approved_by_revision=True,
         ),
         Policy(
             "notify.send",
@@ -176,7 +180,10 @@ def state_allows(operation) -> list[str]:
     state = operation.state
     actions = []
     if state == Op.PROPOSED:
-        actions += [APPROVE, CANCEL]
+        # A revision's write waits for the revision's approval: nothing to do on the operation
+        # (cancelling it would decide nothing either; the reviewer approves or rejects).
+        if not policy.approved_by_revision:
+            actions += [APPROVE, CANCEL]
     elif state == Op.APPROVED:
         actions += [CANCEL]
     elif state == Op.UNKNOWN:
