@@ -13,7 +13,7 @@ from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
 from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.suggester import SuggesterConnector
-from ledger.models import Integration, Op
+from ledger.models import Integration, Op, cancel_permission
 
 READ, WRITE = "read", "write"
 
@@ -218,12 +218,21 @@ def retry_allowed_from_unknown(operation) -> bool:
     return operation.attention in ("lookup_unavailable", "lookup_failed")
 
 
+def permission_for(operation, action, policy=None) -> str:
+    """The permission a person needs for ``action`` on this operation now."""
+    if action == APPROVE:
+        return (policy or policy_for(operation)).approve_permission
+    if action == CANCEL:
+        return cancel_permission(operation)
+    return PERMISSIONS[action]
+
+
 def allowed_actions(operation, user) -> list[str]:
     """State + policy + the user's permissions: what the console offers for this operation."""
     policy = policy_for(operation)
     allowed = []
     for action in state_allows(operation):
-        permission = policy.approve_permission if action == APPROVE else PERMISSIONS[action]
+        permission = permission_for(operation, action, policy)
         if user.has_perm(permission):
             allowed.append(action)
     return allowed

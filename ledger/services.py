@@ -21,7 +21,7 @@ from intake.workflow import actor_label, system_actor
 from ledger import failpoints, journal
 from ledger.execution import lock_operation, schedule_reconcile
 from ledger.integrations import ensure_integrations
-from ledger.models import Integration, Op, Operation, payload_hash
+from ledger.models import Integration, Op, Operation, cancel_permission, payload_hash
 from ledger.policies import (
     APPROVE,
     CANCEL,
@@ -490,18 +490,26 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
 
 
 def cancel_operation(op_id, *, actor, reason) -> Operation:
+    """Stop an operation for good. The CRM write of an approved enquiry ends the enquiry too
+    (withdrawn: Rejected, not delivered), so that needs a reviewer's permission
+    (ledger.models.cancel_permission), checked under the lock."""
     reason = _reason(reason)
-    _require(actor, PERMISSIONS[CANCEL])
     with transaction.atomic():
         enquiry, op = _locked(op_id)
         _offer(op, CANCEL)
+        ends = op.ends_enquiry()
+        _require(actor, cancel_permission(op))
         op.held = False
         op.next_attempt_at = None
-        op.cancel(actor=actor, reason=reason)
+        op.cancel(actor=actor, reason=reason, evidence={"ends_enquiry": ends})
         op.save()
-        if op.action == "crm.create_enquiry" and enquiry.state == EnquiryState.APPROVED:
+        if ends:
             # The approved revision will not be delivered: nothing reached the CRM.
-            enquiry.withdraw(actor=actor, reason=reason, evidence={"operation": str(op.pk)})
+            enquiry.withdraw(
+                actor=actor,
+                reason=reason,
+                evidence={"operation": str(op.pk), "outcome": "delivery cancelled"},
+            )
             enquiry.save()
     return op
 
