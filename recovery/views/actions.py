@@ -153,7 +153,8 @@ def enquiry_action(request, reference, action):
     back = request.POST.get("next", "")
     if not back.startswith("/console/") or "//" in back:
         back = reverse("recovery:enquiry", args=[reference])
-    page = "review" if back.startswith("/console/review/") else "item"
+    # The edit form lives on the review page: a refused edit comes back there.
+    page = "review" if back.startswith("/console/review/") or action == "edit" else "item"
     user = request.user
     if action == "edit":
         current = enquiry.revisions.filter(number=enquiry.current_revision).first()
