@@ -373,7 +373,7 @@ def test_15_drill_report_marks_failures_and_links_references(settings):
             {
                 "name": "broken case",
                 "passed": False,
-                "enquiry_reference": "HO-2, HO-3",
+                "enquiry_reference": "HO-2, HO-3, not/a ref",
                 "input_reference": "e2",
             },
         ],
@@ -383,5 +383,6 @@ def test_15_drill_report_marks_failures_and_links_references(settings):
     assert "✗ FAILED" in bad and "broken case" in bad
     assert '<a href="https://console.example.org/console/enquiries/HO-2/">HO-2</a>' in bad
     assert '<a href="https://console.example.org/console/enquiries/HO-3/">HO-3</a>' in bad
+    assert ", not/a ref</small>" in bad  # shown, not linked, never a broken page
     assert "✗ FAILED" not in re.search(r'<tr class="ok">.*?</tr>', html, re.S)[0]
     assert "1 Dec 2026, 14:00 GMT" in html
