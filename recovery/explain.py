@@ -342,7 +342,15 @@ def _approved_by_revision(op) -> bool:
 
 def retry_advised(op) -> bool:
     """False where the page says not to retry (refused as invalid or duplicates): no Retry
-    button there, not even a locked one."""
+    button there, not even a locked one. Decided from the operation's own columns where they
+    say (so a queue page asks no query per row), else from its last attempt."""
+    if op.attention in ("invalid", "payload_mismatch", "duplicate_records"):
+        return False
+    if op.attention:
+        return True
+    if hasattr(op, "last_attempt_outcome"):  # the queue page's annotation (recovery.queue)
+        outcome = op.last_attempt_outcome or op.last_error_class
+        return outcome != "invalid"
     return _failure_kind(op) not in ("invalid", "duplicate")
 
 
