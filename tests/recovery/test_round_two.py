@@ -150,6 +150,16 @@ def test_3_cancel_that_ends_the_enquiry_is_a_reviewers_decision_and_its_outcome(
     assert "“the resident withdrew it by phone”" in after
 
 
+def test_3_a_write_cancelled_after_refused_attempts_says_so(story, client_for):
+    op = story.operation("failed", attention="invalid", attempts=["invalid"])
+    client_for("reviewer").post(
+        reverse("recovery:op-cancel", args=[op.pk]), {"reason": "will not be fixed"}
+    )
+    words = text(client_for("reviewer").get(item_url(op)))
+    assert "in the CRM: No. Cancelled after 1 attempt that the CRM did not accept" in words
+    assert "Cancelled before anything reached" not in words
+
+
 def test_3_a_coordinator_still_cancels_what_does_not_end_an_enquiry(story, client_for):
     op = story.operation("failed", action="notify.send", integration="notify")
     response = client_for("coordinator").post(
