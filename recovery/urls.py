@@ -13,6 +13,7 @@ urlpatterns = [
     path("console/enquiries/", queue.enquiry_list, name="enquiries"),
     path("console/enquiries/<str:reference>/", items.enquiry_detail, name="enquiry"),
     path("console/operations/<uuid:op_id>/", items.operation_detail, name="operation"),
+    path("console/operations/<uuid:op_id>/card/", items.operation_card, name="op-card"),
     path("console/integrations/", integrations.integration_list, name="integrations"),
     path(
         "console/integrations/<str:name>/settings/",

@@ -43,6 +43,16 @@ def record_visit(user, queues):
     )
 
 
+def inspected_queues(page, filters) -> list[str]:
+    """The queues this page counts as inspected: those with an item on it that this person may
+    act on (opening the queue page is not inspecting every queue), and a queue opened alone
+    and found empty (nothing in it was left unseen)."""
+    seen = {row.queue for row in page.rows if getattr(row, "actions", None)}
+    if filters.queue and page.count == 0:
+        seen.add(filters.queue)
+    return sorted(seen)
+
+
 @require_GET
 @console_view
 def queue(request):
@@ -59,7 +69,7 @@ def queue(request):
     page = work.page(filters, number or 1, user=request.user)
     if number and number > page.number:
         notes.append(f"There is no page {number}: showing the last page ({page.number}).")
-    record_visit(request.user, filters.queues())
+    record_visit(request.user, inspected_queues(page, filters))
     return render(
         request,
         "recovery/queue.html",
@@ -118,7 +128,7 @@ def review_list(request):
     elif unresolved:
         notes.append(f"unresolved “{unresolved[:40]}” not understood; showing all.")
     page, page_notes = paginate(request, qs, REVIEW_PAGE_SIZE)
-    record_visit(request.user, [Queue.REVIEW])
+    record_visit(request.user, [Queue.REVIEW])  # only reviewers reach this page
     return render(
         request,
         "recovery/review_list.html",
