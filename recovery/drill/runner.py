@@ -1,7 +1,7 @@
 """The drill's runner: sets up the real parts, runs every case, restores what it changed.
 
 What it starts itself: a sandbox (a fresh data file under ``var/drill/<run>/``) unless a real
-integration is configured, a gunicorn web server on a free port (so every event goes through
+integration is configured, the web server (config.serve) on a free port (so every event goes through
 the real intake endpoint over HTTP), and a django-q2 cluster (which the crash case kills and
 restarts with ``HANDOVER_FAILPOINTS`` set in that cluster's environment only).
 
