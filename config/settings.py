@@ -42,6 +42,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.context.RequestIdMiddleware",
+    # A database lock or statement timeout becomes 503 "busy, try again", not a 500.
+    "config.busy.DatabaseBusyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -87,10 +89,26 @@ _db.setdefault("OPTIONS", {})
 if "host" in _db["OPTIONS"]:  # the embedded server listens on a socket directory
     _db["HOST"] = _db["OPTIONS"].pop("host")
 _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_handover")}
+# Bounded waits, set when each connection starts (libpq's options: no round trip per request).
+# A lock held elsewhere is waited for DB_LOCK_TIMEOUT_SECONDS, then the statement fails
+# (LockNotAvailable): a web request answers 503 "busy, try again" (config.busy), a task fails
+# with the ledger row as it was and the sweeper takes it up again. Web processes (config/wsgi.py
+# sets HANDOVER_WEB) also stop any statement after DB_STATEMENT_TIMEOUT_SECONDS; workers run
+# none (django-q2's Q_TIMEOUT bounds a task). 0 turns a limit off.
+DB_LOCK_TIMEOUT_SECONDS = env_float("DB_LOCK_TIMEOUT_SECONDS", 10.0, minimum=0.0)
+DB_STATEMENT_TIMEOUT_SECONDS = env_float("DB_STATEMENT_TIMEOUT_SECONDS", 15.0, minimum=0.0)
+WEB_PROCESS = env_bool("HANDOVER_WEB", False)
+_pg_options = [
+    _db["OPTIONS"].get("options", ""),
+    f"-c lock_timeout={round(DB_LOCK_TIMEOUT_SECONDS * 1000)}",  # milliseconds
+]
+if WEB_PROCESS:
+    _pg_options.append(f"-c statement_timeout={round(DB_STATEMENT_TIMEOUT_SECONDS * 1000)}")
 if TESTING:
     # Django's test flush empties tables with TRUNCATE; the journal's trigger refuses TRUNCATE
     # unless this session variable is on. UPDATE and DELETE stay refused even here.
-    _db["OPTIONS"]["options"] = "-c handover.allow_journal_truncate=on"
+    _pg_options.append("-c handover.allow_journal_truncate=on")
+_db["OPTIONS"]["options"] = " ".join(o for o in _pg_options if o)
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
