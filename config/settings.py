@@ -23,7 +23,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.admin.HandoverAdminConfig",  # django.contrib.admin, with a guard on every view
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -44,6 +44,8 @@ MIDDLEWARE = [
     "config.context.RequestIdMiddleware",
     # A database lock or statement timeout becomes 503 "busy, try again", not a 500.
     "config.busy.DatabaseBusyMiddleware",
+    # Before the session, auth and every view: a NUL anywhere in the request is a 400.
+    "config.inputs.RefuseNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -43,6 +43,7 @@ from intake.models import Enquiry, EnquiryState
 from ledger.models import Attempt, Integration, Op, Operation
 from ledger.policies import POLICIES
 from recovery.models import Queue, ResponsePolicy
+from recovery.views.common import whole_number
 from recovery.words import CUSTOMER_AFFECTING_ACTIONS
 
 PAGE_SIZE = 50
@@ -155,7 +156,8 @@ class Filters:
         integration = get.get("integration", "")
         owner = get.get("owner", "")
         return cls(
-            owner=owner if owner == "none" or owner.isdigit() else "",
+            # A user's id, within PostgreSQL's bigint ("²" and 10**30 are ignored, not a 500).
+            owner=owner if owner == "none" or whole_number(owner, maximum=2**63 - 1) else "",
             queue=queue if queue in Queue.values else "",
             integration=integration if integration in dict(Integration.NAMES) else "",
             overdue=get.get("overdue") == "1",

@@ -23,6 +23,33 @@ log = logging.getLogger("recovery.actions")
 REFUSALS = (IntakeRefused, LedgerRefused, TransitionNotAllowed, ConcurrentTransition)
 
 
+def whole_number(value, *, default: int | None = None, maximum: int = 10**9) -> int | None:
+    """A query value as a positive whole number of ASCII digits, or ``default``.
+
+    ``str.isdigit()`` also accepts "²" and "٣", which ``int()`` refuses or reads otherwise; a
+    value past ``maximum`` would overflow the database's integer. Both are ignored, as a value
+    that is not a number at all is.
+    """
+    if not isinstance(value, str) or not (value.isascii() and value.isdigit()):
+        return default
+    number = int(value) if len(value) <= len(str(maximum)) else maximum + 1
+    return number if 0 < number <= maximum else default
+
+
+def query_number(request, name: str, *, default: int, maximum: int = 10**9) -> int:
+    """``whole_number`` of a query parameter; a value given but not usable is ignored with a
+    note on the page (the messages every page shows), not a 500 and not silently."""
+    raw = request.GET.get(name)
+    number = whole_number(raw, maximum=maximum)
+    if number is None:
+        if raw:
+            messages.info(
+                request, f"Ignored {name} in the address: not a whole number from 1 to {maximum}."
+            )
+        return default
+    return number
+
+
 def forbidden(request, message: str):
     return render(request, "recovery/forbidden.html", {"message": message}, status=403)
 

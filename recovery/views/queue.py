@@ -1,5 +1,6 @@
 """The queue, the review queue and the enquiry search: lists, paged, constant queries."""
 
+from django.contrib import messages
 from django.db.models import Count, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.shortcuts import render
@@ -11,15 +12,14 @@ from ledger.models import Integration
 from recovery import queue as work
 from recovery.forms import people
 from recovery.models import Queue, QueueVisit
-from recovery.views.common import console_view, require
+from recovery.views.common import console_view, query_number, require
 
 REVIEW_PAGE_SIZE = 20
 SEARCH_PAGE_SIZE = 50
 
 
 def _page_number(request) -> int:
-    value = request.GET.get("page", "1")
-    return int(value) if value.isdigit() and 0 < int(value) < 100000 else 1
+    return query_number(request, "page", default=1, maximum=99999)
 
 
 def record_visit(user, queues):
@@ -37,6 +37,8 @@ def record_visit(user, queues):
 @console_view
 def queue(request):
     filters = work.Filters.from_request(request)
+    if request.GET.get("owner") and not filters.owner:
+        messages.info(request, "Ignored owner in the address: not a person's number.")
     page = work.page(filters, _page_number(request), user=request.user)
     record_visit(request.user, filters.queues())
     query = request.GET.copy()
