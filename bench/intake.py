@@ -116,7 +116,7 @@ class Sender(threading.Thread):
 
 
 def connections_per_worker(server_pid: int, port: int) -> list[int] | None:
-    """How many established connections to ``port`` each of gunicorn's workers holds, most
+    """How many established connections to ``port`` each of the web server's processes holds, most
     first. A gthread worker keeps a keep-alive connection for its life, so the senders' split
     between the workers holds for the whole run (docs/benchmarks.md, round six)."""
     import psutil
