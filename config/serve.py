@@ -139,6 +139,10 @@ def serve_one(sock: socket.socket, opts: argparse.Namespace) -> None:
         max_request_body_size=opts.max_body_bytes,
         # poll(), not select(): select() cannot watch a descriptor numbered above 1024.
         asyncore_use_poll=True,
+        # Pass X-Forwarded-* through, as gunicorn did: Django decides what to trust
+        # (SECURE_PROXY_SSL_HEADER, TRUSTED_PROXY_COUNT). waitress 3 would drop them, and a
+        # SECURE=1 node behind a TLS proxy would then redirect every request to itself.
+        clear_untrusted_proxy_headers=False,
         ident="handover",
         _quiet=True,
     )

@@ -32,36 +32,44 @@ CLOSED_WITHIN_S = 60
 
 
 @pytest.fixture
-def web(tmp_path):
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": child_database_url(),
-        "WEB_CHANNEL_TIMEOUT": "2",
-        "PYTHONUNBUFFERED": "1",
-    }
-    log = (tmp_path / "web.log").open("w")
-    proc = subprocess.Popen(
-        web_command("127.0.0.1", port),
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
+def start_web(tmp_path):
+    """start_web(**env) -> (port, url): the web server as runall starts it, on this test's
+    database, stopped at the end of the test."""
+    started = []
 
-    def ready():
-        assert proc.poll() is None, (tmp_path / "web.log").read_text()[-3000:]
-        try:
-            return requests.get(url + "/healthz", timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
+    def start(**extra):
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": child_database_url(),
+            "PYTHONUNBUFFERED": "1",
+            **extra,
+        }
+        log_path = tmp_path / f"web-{port}.log"
+        log = log_path.open("w")
+        proc = subprocess.Popen(
+            web_command("127.0.0.1", port),
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        started.append((proc, log))
+        url = f"http://127.0.0.1:{port}"
 
-    try:
+        def ready():
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                return requests.get(url + "/healthz", timeout=2).status_code == 200
+            except requests.RequestException:
+                return False
+
         wait_for_condition(ready, timeout=120, interval=0.2, message="the web server to answer")
-        yield port, url
-    finally:
+        return port, url
+
+    yield start
+    for proc, log in started:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=15)
@@ -69,6 +77,11 @@ def web(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@pytest.fixture
+def web(start_web):
+    return start_web(WEB_CHANNEL_TIMEOUT="2")
 
 
 def _stall(port, data: bytes) -> socket.socket:
@@ -109,3 +122,20 @@ def test_stalled_clients_neither_starve_the_server_nor_stay_connected(web):
     finally:
         for sock in stalled:
             sock.close()
+
+
+def test_a_tls_proxy_s_forwarded_scheme_reaches_django(start_web):
+    """Behind a TLS proxy with SECURE=1: X-Forwarded-Proto reaches Django, which then serves
+    the page instead of redirecting it to https (waitress drops such headers unless told)."""
+    _port, url = start_web(SECURE="1")
+    with requests.Session() as session:
+        session.trust_env = False
+        plain = session.get(url + "/accounts/login/", allow_redirects=False, timeout=30)
+        proxied = session.get(
+            url + "/accounts/login/",
+            headers={"X-Forwarded-Proto": "https"},
+            allow_redirects=False,
+            timeout=30,
+        )
+    assert plain.status_code == 301 and plain.headers["Location"].startswith("https://")
+    assert proxied.status_code == 200
