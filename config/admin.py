@@ -1,4 +1,4 @@
-"""The Django admin site, with one guard every admin view shares.
+"""The Django admin site, with one guard every admin view shares and the checked log-in form.
 
 A date filter's value is turned into a ``datetime`` only when the list's query runs, outside the
 admin's own check of lookup parameters: ``?created_at__year=99999999999`` raised OverflowError
@@ -14,6 +14,14 @@ from django.core.exceptions import BadRequest
 
 
 class HandoverAdminSite(admin.AdminSite):
+    @property
+    def login_form(self):
+        # Imported when a log-in page is built: this module loads with INSTALLED_APPS, before
+        # the auth models a form needs are ready.
+        from config.security import AdminLoginForm
+
+        return AdminLoginForm
+
     def admin_view(self, view, cacheable=False):
         inner = super().admin_view(view, cacheable)
 
