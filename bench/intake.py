@@ -116,7 +116,7 @@ class Sender(threading.Thread):
 
 
 def connections_per_worker(server_pid: int, port: int) -> list[int] | None:
-    """How many established connections to ``port`` each of gunicorn's workers holds, most
+    """How many established connections to ``port`` each of the web server's processes holds, most
     first. A gthread worker keeps a keep-alive connection for its life, so the senders' split
     between the workers holds for the whole run."""
     import psutil
@@ -202,14 +202,40 @@ def gunicorn_command(
     ]
 
 
+def serve_command(
+    port: int, workers: int, threads: int, app: str = "config.wsgi:application"
+) -> list[str]:
+    """The product's server (``python -m config.serve``, waitress), as `make run` starts it."""
+    import sys
+
+    command = [
+        sys.executable,
+        "-m",
+        "config.serve",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--processes",
+        str(workers),
+        "--threads",
+        str(threads),
+    ]
+    if app != "config.wsgi:application":
+        command += ["--app", app]
+    return command
+
+
+WEB_SERVERS = {"serve": serve_command, "gunicorn": gunicorn_command}
+
+
 def measure(db_url: str, args, log_dir) -> dict:
     from intake.models import Enquiry, IntakeEvent
 
     port, ceiling_port = free_port(), free_port()
     env = child_env(db_url)
     runs = []
-    cmd = gunicorn_command(port, args.web_workers, args.web_threads)
-    ceiling_cmd = gunicorn_command(
+    web_command = WEB_SERVERS[getattr(args, "web_server", "serve")]
+    cmd = web_command(port, args.web_workers, args.web_threads)
+    ceiling_cmd = web_command(
         ceiling_port, args.web_workers, args.web_threads, app="bench.ceiling.wsgi:application"
     )
     baselines.raw_table(db_url)
@@ -285,10 +311,10 @@ def measure(db_url: str, args, log_dir) -> dict:
         "requests_per_run": runs[0]["requests"] if runs else 0,
         "duplicate_rate": args.duplicate_rate,
         "senders": args.senders,
-        "gunicorn": {
-            "workers": args.web_workers,
+        "web_server": {
+            "server": getattr(args, "web_server", "serve"),
+            "processes": args.web_workers,
             "threads": args.web_threads,
-            "worker_class": "gthread",
         },
         "one_enquiry_per_event": enquiries == events,
         "runs": runs,

@@ -37,8 +37,14 @@ def parse_args(argv=None):
     p.add_argument("--events", type=int, default=2000, help="intake requests per run")
     p.add_argument("--duplicate-rate", type=float, default=0.1, help="share of repeats")
     p.add_argument("--senders", type=int, default=8, help="concurrent intake senders")
-    p.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes")
-    p.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
+    p.add_argument(
+        "--web-server",
+        choices=("serve", "gunicorn"),
+        default="serve",
+        help="serve: python -m config.serve (waitress, as make run); gunicorn: gthread, as before",
+    )
+    p.add_argument("--web-workers", type=int, default=2, help="web server processes")
+    p.add_argument("--web-threads", type=int, default=4, help="threads per web process")
     p.add_argument("--deliveries", type=int, default=600, help="approved operations per run")
     p.add_argument("--reconciliations", type=int, default=600, help="unknown operations per run")
     p.add_argument(

@@ -3,7 +3,7 @@
     python bench/soak.py --events 1000 --duplicate-rate 0.2 --fault-rate 0.2 --kill-every 10 \
         --json bench/results/soak.json
 
-Sends N distinct signed events to the real intake endpoint (gunicorn), a share of them delivered
+Sends N distinct signed events to the real intake endpoint (config.serve), a share of them delivered
 again (some copies at the same moment), approves every enquiry that reaches review, injects
 sandbox faults of every mode at random into about ``fault-rate`` of the destination's calls,
 SIGKILLs the django-q2 cluster every ``kill-every`` seconds and restarts it, restarts PostgreSQL

@@ -5,6 +5,7 @@
   proxy count is configured, so a client cannot dodge the lockout by inventing headers).
 - ``SessionTimeoutMiddleware``: idle and absolute session limits.
 - ``ForbiddenLogMiddleware``: every 403 writes one line on the ``handover.security`` logger.
+- ``LoginForm``, ``AdminLoginForm``: the log-in forms, with the username's length checked.
 
 Time is read through the module-level ``now`` so tests can move the clock.
 """
@@ -12,9 +13,12 @@ Time is read through the module-level ``now`` so tests can move the clock.
 import logging
 
 from axes.backends import AxesStandaloneBackend
+from django import forms
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import logout
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_logged_in
 from django.dispatch import receiver
 from django.utils import timezone
@@ -131,3 +135,30 @@ class ForbiddenLogMiddleware:
                 who = "user=anonymous"
             log.warning("forbidden: %s method=%s path=%s", who, request.method, request.path)
         return response
+
+
+class _UsernameLengthMixin:
+    """Refuse a username longer than the user model allows before anyone authenticates it.
+
+    Django's AuthenticationForm sets the username field's max_length after the field is built,
+    so it is shown to the browser but never checked: a 5,000-character username went on to
+    authenticate(), and django-axes' record of the failure (a 255-character column) raised a
+    DataError, a 500. With the field in error, the form's clean() authenticates nothing.
+    """
+
+    def clean_username(self):
+        username = self.cleaned_data.get("username") or ""
+        limit = self.fields["username"].max_length
+        if limit is not None and len(username) > limit:
+            raise forms.ValidationError(
+                f"A username has at most {limit} characters.", code="max_length"
+            )
+        return username
+
+
+class LoginForm(_UsernameLengthMixin, AuthenticationForm):
+    pass
+
+
+class AdminLoginForm(_UsernameLengthMixin, AdminAuthenticationForm):
+    pass

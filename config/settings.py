@@ -5,6 +5,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from dotenv import load_dotenv
 
 from config.db import database_url
@@ -22,7 +23,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.admin.HandoverAdminConfig",  # django.contrib.admin, with a guard on every view
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -30,6 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_q",
     "axes",
+    "csp",
     "intake",
     "ledger",
     "recovery",
@@ -40,6 +42,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.context.RequestIdMiddleware",
+    # A database lock or statement timeout becomes 503 "busy, try again", not a 500.
+    "config.busy.DatabaseBusyMiddleware",
+    # Before the session, auth and every view: a NUL anywhere in the request is a 400.
+    "config.inputs.RefuseNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -48,6 +54,7 @@ MIDDLEWARE = [
     "config.security.ForbiddenLogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "config.security.SessionTimeoutMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into its page
@@ -85,10 +92,26 @@ _db.setdefault("OPTIONS", {})
 if "host" in _db["OPTIONS"]:  # the embedded server listens on a socket directory
     _db["HOST"] = _db["OPTIONS"].pop("host")
 _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_handover")}
+# Bounded waits, set when each connection starts (libpq's options: no round trip per request).
+# A lock held elsewhere is waited for DB_LOCK_TIMEOUT_SECONDS, then the statement fails
+# (LockNotAvailable): a web request answers 503 "busy, try again" (config.busy), a task fails
+# with the ledger row as it was and the sweeper takes it up again. Web processes (config/wsgi.py
+# sets HANDOVER_WEB) also stop any statement after DB_STATEMENT_TIMEOUT_SECONDS; workers run
+# none (django-q2's Q_TIMEOUT bounds a task). 0 turns a limit off.
+DB_LOCK_TIMEOUT_SECONDS = env_float("DB_LOCK_TIMEOUT_SECONDS", 10.0, minimum=0.0)
+DB_STATEMENT_TIMEOUT_SECONDS = env_float("DB_STATEMENT_TIMEOUT_SECONDS", 15.0, minimum=0.0)
+WEB_PROCESS = env_bool("HANDOVER_WEB", False)
+_pg_options = [
+    _db["OPTIONS"].get("options", ""),
+    f"-c lock_timeout={round(DB_LOCK_TIMEOUT_SECONDS * 1000)}",  # milliseconds
+]
+if WEB_PROCESS:
+    _pg_options.append(f"-c statement_timeout={round(DB_STATEMENT_TIMEOUT_SECONDS * 1000)}")
 if TESTING:
     # Django's test flush empties tables with TRUNCATE; the journal's trigger refuses TRUNCATE
     # unless this session variable is on. UPDATE and DELETE stay refused even here.
-    _db["OPTIONS"]["options"] = "-c handover.allow_journal_truncate=on"
+    _pg_options.append("-c handover.allow_journal_truncate=on")
+_db["OPTIONS"]["options"] = " ".join(o for o in _pg_options if o)
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -151,6 +174,21 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_AGE = env_int("SESSION_ABSOLUTE_SECONDS", 12 * 3600, minimum=60)
 SESSION_IDLE_SECONDS = env_int("SESSION_IDLE_SECONDS", 30 * 60, minimum=60)
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts, styles, images and fonts from this origin only,
+# no inline script or style (templates keep both in static/), no plugins, no <base>, no
+# framing, forms post only here. tests/recovery/test_browser.py fails on any violation.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],  # data: for the admin's and the browser's own SVG icons
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
 # Personal fields of closed enquiries are redacted this long after closing (purge_personal_data).
 PERSONAL_DATA_RETENTION_DAYS = env_int("PERSONAL_DATA_RETENTION_DAYS", 365, minimum=1)
 

@@ -4,13 +4,18 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from config import views
+from config.security import LoginForm
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False)),
     path("healthz", views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page links; whitenoise serves the file.
     path("favicon.ico", views.favicon, name="favicon"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(authentication_form=LoginForm),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("intake/", include("intake.urls")),

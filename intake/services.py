@@ -20,6 +20,7 @@ from intake import signals, signing
 from intake.classification import suggest_category  # noqa: F401  (part of this service API)
 from intake.models import Category, Document, Enquiry, EventConflict, IntakeEvent, Revision
 from intake.payload import NotJson, parse_json, validate_payload
+from intake.visible import has_visible_text
 from intake.workflow import SYSTEM
 
 INTAKE_ACTOR = "system:intake"
@@ -249,7 +250,7 @@ def _locked(enquiry_id) -> Enquiry:
 
 
 def _require_reason(actor, reason):
-    if isinstance(actor, AbstractBaseUser) and not (reason or "").strip():
+    if isinstance(actor, AbstractBaseUser) and not has_visible_text(reason):
         raise ActionRefused("Give a reason: it is written to the journal.")
 
 

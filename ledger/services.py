@@ -17,6 +17,7 @@ from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
 from intake.models import Document, Enquiry, EnquiryState
+from intake.visible import has_visible_text
 from intake.workflow import actor_label, system_actor
 from ledger import failpoints, journal, limits
 from ledger.execution import lock_operation, schedule_reconcile
@@ -82,8 +83,8 @@ def _require(actor, permission):
 
 def _reason(reason):
     reason = (reason or "").strip()
-    if not reason:
-        raise ActionRefused("A reason is required.")
+    if not has_visible_text(reason):
+        raise ActionRefused("A reason is required: one with visible text.")
     return reason
 
 
@@ -355,6 +356,8 @@ def nudge_enquiry(enquiry, *, actor=LEDGER, reason="event delivered again"):
 def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
     """Enquiry.approve + the CRM operation for that revision approved + its task, one commit."""
     _require(actor, "intake.approve_revision")
+    if reason and not has_visible_text(reason):  # blank: the default reason below
+        raise ActionRefused("A reason is required: one with visible text.")
     with transaction.atomic():
         enquiry = Enquiry.objects.select_for_update().get(pk=enquiry_id)
         revision = enquiry.revision

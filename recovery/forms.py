@@ -8,19 +8,39 @@ from django.contrib.auth import get_user_model
 from django.core.validators import URLValidator
 
 from intake.models import Category
+from intake.visible import has_visible_text
 from ledger.models import Integration
 from recovery.durations import SecondsField
 
 ROLE_GROUPS = ("coordinator", "reviewer", "admin")
 
 
+class ReasonField(forms.CharField):
+    """A reason for the journal: required, and made of more than invisible characters."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 2000)
+        kwargs.setdefault("strip", True)
+        kwargs.setdefault(
+            "widget",
+            forms.Textarea(attrs={"rows": 2, "placeholder": "Why? (written to the journal)"}),
+        )
+        kwargs.setdefault(
+            "error_messages", {"required": "Give a reason: it is written to the journal."}
+        )
+        super().__init__(**kwargs)
+
+    def validate(self, value):
+        super().validate(value)
+        if value and not has_visible_text(value):
+            raise forms.ValidationError(
+                "Give a reason in words: this one has only spaces or invisible characters.",
+                code="invisible",
+            )
+
+
 class ReasonForm(forms.Form):
-    reason = forms.CharField(
-        max_length=2000,
-        strip=True,
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Why? (written to the journal)"}),
-        error_messages={"required": "Give a reason: it is written to the journal."},
-    )
+    reason = ReasonField()
 
 
 class CompleteByHandForm(ReasonForm):

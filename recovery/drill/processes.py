@@ -140,23 +140,20 @@ class Cluster(Child):
 
 
 class WebServer(Child):
-    """gunicorn serving the real WSGI application on a free port (the intake endpoint is HTTP)."""
+    """The product's web server (config.serve) on a free port (the intake endpoint is HTTP)."""
 
     def __init__(self, log_path: Path, env: dict[str, str], *, workers=2, threads=4):
         self.port = free_port()
         command = [
             sys.executable,
             "-m",
-            "gunicorn",
-            "config.wsgi:application",
-            "--bind",
+            "config.serve",
+            "--listen",
             f"127.0.0.1:{self.port}",
-            "--workers",
+            "--processes",
             str(workers),
             "--threads",
             str(threads),
-            "--timeout",
-            "60",
         ]
         super().__init__("web", command, env, log_path=log_path)
 

@@ -1,9 +1,9 @@
 """The drill's runner: sets up the real parts, runs every case, restores what it changed.
 
-What it starts itself: a sandbox (a fresh data file under ``var/drill/<run>/``), a gunicorn web
-server on a free port (so every event goes through the real intake endpoint over HTTP), and a
-django-q2 cluster (which the crash case kills and restarts with ``HANDOVER_FAILPOINTS`` set in
-that cluster's environment only).
+What it starts itself: a sandbox (a fresh data file under ``var/drill/<run>/``), the web
+server (config.serve) on a free port (so every event goes through the real intake endpoint over
+HTTP), and a django-q2 cluster (which the crash case kills and restarts with
+``HANDOVER_FAILPOINTS`` set in that cluster's environment only).
 
 Where the writes go:
 - **Sandbox mode** (the CRM is the sandbox, or ``--destination sandbox``): all four

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from functools import cached_property, wraps
 
 from django.contrib import messages
@@ -23,6 +22,19 @@ log = logging.getLogger("recovery.actions")
 
 # "Not now, not like this": shown as a message, nothing changed (never a 500).
 REFUSALS = (IntakeRefused, LedgerRefused, TransitionNotAllowed, ConcurrentTransition)
+
+
+def whole_number(value, *, default: int | None = None, maximum: int = 10**9) -> int | None:
+    """A query value as a positive whole number of ASCII digits, or ``default``.
+
+    ``str.isdigit()`` also accepts "²" and "٣", which ``int()`` refuses or reads otherwise; a
+    value past ``maximum`` would overflow the database's integer. Both are ignored, as a value
+    that is not a number at all is.
+    """
+    if not isinstance(value, str) or not (value.isascii() and value.isdigit()):
+        return default
+    number = int(value) if len(value) <= len(str(maximum)) else maximum + 1
+    return number if 0 < number <= maximum else default
 
 
 def forbidden(request, message: str):
@@ -84,13 +96,9 @@ def form_refused(request, form, back: str):
 
 
 def int_param(query, name: str) -> int | None:
-    """``query[name]`` as a plain non-negative integer, or None if absent or not one.
-
-    ASCII digits only: ``str.isdigit()`` also accepts "²" and "٣", which ``int()`` then
-    refuses or reads as another number; nine digits at most, so nothing overflows a query.
-    """
-    value = query.get(name, "").strip()
-    return int(value) if re.fullmatch(r"[0-9]{1,9}", value) else None
+    """``query[name]`` as a positive whole number (``whole_number``: ASCII digits, nine at
+    most), or None if absent or not one; the caller says on the page what it did instead."""
+    return whole_number(query.get(name, "").strip(), maximum=999_999_999)
 
 
 class CappedPaginator(Paginator):

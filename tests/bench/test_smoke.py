@@ -1,4 +1,4 @@
-"""`bench/run.py --quick` end to end: real gunicorn, cluster and sandbox, tiny sizes.
+"""`bench/run.py --quick` end to end: real web server, cluster and sandbox, tiny sizes.
 
 Checks only that the run completes and writes every figure the issue asks for; never a time
 (the benchmark's figures are design goals, read in docs/benchmarks.md, not assertions).
@@ -89,7 +89,7 @@ def test_quick_bench_writes_every_figure(tmp_path):
     for section in ("delivery", "reconciliation"):
         cpu = results[section]["cpu_ms_per_op"]
         assert cpu["cluster"] > 0 and cpu["sandbox"] > 0, (section, cpu)
-    # How the senders' connections sat on the two gunicorn workers, for each run.
+    # How the senders' connections sat on the two web server processes, for each run.
     (split,) = results["intake"]["connections_per_worker"]
     assert len(split) == 2 and 0 < sum(split) <= 8, split
     for figures in (results["intake"], results["intake"]["framework_ceiling"]):

@@ -1,4 +1,4 @@
-"""`manage.py drill` end to end: its own sandbox, gunicorn and qcluster on this test database,
+"""`manage.py drill` end to end: its own sandbox, web server and qcluster on this test database,
 every case of the design's table, the JSON shape, the exit code, the run kept for the console."""
 
 import json

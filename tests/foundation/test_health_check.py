@@ -122,7 +122,7 @@ def _post_event(url):
 
 @pytest.fixture
 def web_server(tmp_path):
-    """gunicorn (one worker, one thread: one persistent connection) on the test database."""
+    """The web server (one process, one thread: one persistent connection) on the test database."""
     env = {
         **os.environ,
         "DATABASE_URL": child_database_url(),

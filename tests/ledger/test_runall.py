@@ -1,8 +1,9 @@
 """`manage.py runall` (make run): when the supervisor is killed, nothing runs on without it.
 
-Real processes: runall on the test database starts the django-q2 cluster and gunicorn; the test
-SIGKILLs runall (no handler runs, no clean-up code) and waits for every process it had started,
-grandchildren included, to exit. Nothing is timed: the wait only bounds a failure.
+Real processes: runall on the test database starts the django-q2 cluster and the web server
+(config.serve, waitress); the test SIGKILLs runall (no handler runs, no clean-up code) and
+waits for every process it had started, grandchildren included, to exit. Nothing is timed:
+the wait only bounds a failure.
 """
 
 import os
@@ -44,7 +45,7 @@ def test_killing_runall_stops_what_it_started(tmp_path):
         _wait_for_line(log, "Handover is running on", runall)
         started = runall.children(recursive=True)
         names = " ".join(" ".join(p.cmdline()) for p in runall.children())
-        assert "qcluster" in names and "gunicorn" in names, names
+        assert "qcluster" in names and "config.serve" in names, names
 
         runall.send_signal(signal.SIGKILL)
         runall.wait(30)

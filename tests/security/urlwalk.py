@@ -206,3 +206,149 @@ def crawl(client, routes, *, check=None, pool=None) -> dict[str, list[int]]:
             harvest(response)
         seen[str(route)] = statuses
     return seen
+
+
+# --- odd values: every view, in its path, its query and its form ----------------------------
+
+# Percent-encoded as they travel: "²" (str.isdigit() says yes, int() says no), NUL (PostgreSQL
+# text cannot hold it), a number past any integer column, a lone UTF-16 surrogate as UTF-8
+# (invalid: Django decodes it with replacement), an invalid byte, a very long value.
+ODD_VALUES = {
+    "superscript two": "%C2%B2",
+    "NUL": "%00",
+    "huge number": "99999999999",
+    "huger number": "9" * 40,
+    "lone surrogate": "%ED%A0%80",
+    "invalid byte": "%FF",
+    "negative": "-1",
+    "very long": "x" * 5000,
+}
+# Values worth sending one parameter at a time (a 400 or redirect for one parameter must not
+# hide a 500 for another); NUL is refused for the whole request whichever name carries it.
+ODD_ONE_BY_ONE = ("superscript two", "huger number")
+ODD_IN_PATHS = ("superscript two", "NUL", "huger number", "lone surrogate", "very long")
+# Names every view is sent, beside those its own page shows in links and forms.
+COMMON_NAMES = (
+    "page",
+    "p",
+    "owner",
+    "q",
+    "state",
+    "integration",
+    "op",
+    "action",
+    "unresolved",
+    "overdue",
+    "mine",
+    "next",
+    "reason",
+    "o",
+    "e",
+    "created_at__year",
+    "created_at__month",
+    "created_at__day",
+    "state__exact",
+)
+
+# Sent one at a time on every page, beside the names in the page's own links (the admin's
+# filters: state__exact, created_at__year, ...).
+ONE_BY_ONE_NAMES = ("page", "p", "owner", "o", "q")
+
+_QUERY_NAMES = re.compile(r"""href=["'][^"'#]*\?([^"'#]*)""")
+_INPUT_NAMES = re.compile(r"""<(?:input|select|textarea)[^>]*\bname=["']([^"']+)""")
+_ANY_LINK = re.compile(r"""(?:href|action)=["'](/[^"'#]*)""")
+
+
+def names_on(response) -> tuple[set[str], set[str]]:
+    """(query parameter names in a page's links, names of its form fields)."""
+    if "html" not in response.get("Content-Type", ""):
+        return set(), set()
+    text = response.content.decode(errors="replace")
+    fields = set(_INPUT_NAMES.findall(text)) - {"csrfmiddlewaretoken"}
+    linked = set()
+    for query in _QUERY_NAMES.findall(text):
+        for pair in html.unescape(query).split("&"):
+            if pair:
+                linked.add(pair.split("=", 1)[0])
+    return linked - {""}, fields
+
+
+def links_under(response, prefix: str) -> list[str]:
+    if "html" not in response.get("Content-Type", ""):
+        return []
+    text = response.content.decode(errors="replace")
+    return [html.unescape(u) for u in _ANY_LINK.findall(text) if u.startswith(prefix)]
+
+
+def admin_urls(client, limit: int = 400) -> list[str]:
+    """The admin's pages, found the way a person finds them: index, app lists, change lists,
+    one change page per list, add pages, history pages (breadth first, bounded)."""
+    seen, queue = [], ["/admin/"]
+    while queue and len(seen) < limit:
+        url = queue.pop(0)
+        # A history or delete page per object adds nothing a change page does not show.
+        if url in seen or re.search(r"/(logout|password|history|delete)/$", url):
+            continue
+        seen.append(url)
+        response = client.get(url)
+        if response.status_code != 200:
+            continue
+        rows = 0
+        for link in links_under(response, "/admin/"):
+            path = link.split("?")[0]
+            if path in seen or path in queue:
+                continue
+            if re.search(r"/admin/[^/]+/[^/]+/[^/]+/change/$", path):
+                rows += 1
+                if rows > 1:  # one object per change list is enough
+                    continue
+            queue.append(path)
+    return seen
+
+
+def odd_paths(url: str) -> list[tuple[str, str]]:
+    """(label, url) with each path argument of ``url`` replaced by each odd value."""
+    try:
+        match = resolve(url.split("?")[0])
+    except Resolver404:
+        return []
+    out = []
+    for value in {str(v) for v in match.kwargs.values() if str(v) and f"/{v}/" in url}:
+        for label in ODD_IN_PATHS:
+            out.append((f"path {label}", url.replace(f"/{value}/", f"/{ODD_VALUES[label]}/", 1)))
+    return out
+
+
+def assault(client, urls, *, check) -> int:
+    """Send odd values to each URL: in each path argument (GET and POST), in its query (every
+    name at once, then the likeliest offenders one name at a time) and in a form POST of every
+    field. ``check(description, response)`` sees every answer; returns how many were sent."""
+    sent = 0
+
+    def send(method, url, body=None, what=""):
+        nonlocal sent
+        sent += 1
+        if method == "GET":
+            response = client.get(url)
+        else:
+            response = client.post(
+                url, body or "", content_type="application/x-www-form-urlencoded"
+            )
+        check(f"{method} {url[:200]} ({what})", response)
+        return response
+
+    for url in urls:
+        base = url.split("?")[0]
+        linked, fields = names_on(client.get(base))
+        names = sorted(set(COMMON_NAMES) | linked | fields)
+        for label, odd in ODD_VALUES.items():
+            query = "&".join(f"{name}={odd}" for name in names)
+            send("GET", f"{base}?{query}", what=f"every name {label}")
+            send("POST", base, query, what=f"form {label}")
+        for name in sorted(set(ONE_BY_ONE_NAMES) | linked):
+            for label in ODD_ONE_BY_ONE:
+                send("GET", f"{base}?{name}={ODD_VALUES[label]}", what=f"{name} {label}")
+        for what, odd_url in odd_paths(base):
+            send("GET", odd_url, what=what)
+            send("POST", odd_url, "reason=odd+path", what=what)
+    return sent

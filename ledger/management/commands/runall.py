@@ -39,6 +39,18 @@ def stop_with(parent: int):
     return setup
 
 
+def web_command(host: str, port: int) -> list[str]:
+    """The web server as `make run` starts it (tests/security/test_slow_clients.py runs it)."""
+    return [
+        sys.executable,
+        "-m",
+        "config.serve",
+        "--listen",
+        f"{host}:{port}",
+        "--access-log",
+    ]
+
+
 class Command(BaseCommand):
     help = "Run the sandbox, a django-q2 cluster and the web server until Ctrl-C."
 
@@ -71,20 +83,9 @@ class Command(BaseCommand):
                 str(base / "var" / "sandbox.sqlite3"),
             ]
         children["workers"] = [sys.executable, "manage.py", "qcluster"]
-        children["web"] = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "config.wsgi:application",
-            "--bind",
-            f"{host}:{port}",
-            "--workers",
-            "2",
-            "--threads",
-            "4",
-            "--access-logfile",
-            "-",
-        ]
+        # waitress, which reads each request whole before a thread sees it: a stalled or slow
+        # client cannot hold the server's threads (config/serve.py, docs/reliability.md).
+        children["web"] = web_command(host, port)
         procs = {}
         stopping = False
 

@@ -1,0 +1,87 @@
+"""No odd value makes any view answer 5xx: console and admin, in path, query and form.
+
+The URLs come from the project's resolver (every route but the signed intake endpoint, see
+tests/security/urlwalk.py) and
+from the admin's own links (every change list, change page, add page), so a view added later
+is covered without editing this test. Odd values: "²" (which ``str.isdigit()`` accepts and
+``int()`` refuses), NUL (which PostgreSQL text cannot hold), numbers past any integer column, a
+lone surrogate's UTF-8, an invalid byte, very long values (urlwalk.ODD_VALUES). Each must be
+answered 2xx, 3xx or 4xx: refused, ignored or not found.
+"""
+
+from django.test import Client
+
+from tests.security.conftest import snapshot
+from tests.security.urlwalk import admin_urls, assault, console_routes, urls_for, walk
+
+
+def _client(user):
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+def _walk(user, urls):
+    client = _client(user)
+    failures = []
+
+    def check(what, response):
+        if response.status_code >= 500:
+            failures.append(f"{response.status_code} {what}")
+        if not client.session.get("_auth_user_id"):  # a log-out form was posted: log in again
+            client.force_login(user)
+
+    sent = assault(client, urls, check=check)
+    return sent, failures
+
+
+def _site_routes():
+    """Every route but the admin's (walked from its own links below) and the signed intake
+    endpoint (a JSON body, tested by tests/intake/test_events_fuzz.py)."""
+    return [r for r in walk() if not r.route.startswith(("admin/", "intake/"))]
+
+
+def test_no_odd_value_reaches_a_500_in_the_console(world):
+    routes = _site_routes()
+    assert {r.route for r in console_routes()} <= {r.route for r in routes}
+    assert {"healthz", "accounts/login/", "metrics"} <= {r.route for r in routes}
+    urls = [urls_for(route)[0] for route in routes]
+    sent, failures = _walk(world, urls)
+    assert sent > 500, sent
+    assert not failures, f"{len(failures)} of {sent} answered 5xx:\n" + "\n".join(failures[:40])
+
+
+def test_no_odd_value_reaches_a_500_in_the_admin(world):
+    urls = admin_urls(_client(world))
+    assert any("/admin/intake/enquiry/" in u for u in urls), urls
+    sent, failures = _walk(world, urls)
+    assert not failures, f"{len(failures)} of {sent} answered 5xx:\n" + "\n".join(failures[:40])
+
+
+def test_the_reported_values_are_refused_or_ignored(world):
+    """The values of issue 18, item 10, one by one: 400 or 404, or the page with the value
+    ignored; never a 500."""
+    client = _client(world)
+    expected = {
+        "/console/?page=%C2%B2": 200,
+        "/console/?owner=%C2%B2": 200,
+        "/console/review/?page=%C2%B2": 200,
+        "/console/enquiries/?page=%C2%B2": 200,
+        "/console/enquiries/?q=%00": 400,
+        "/console/enquiries/%00/": 400,
+        "/admin/intake/enquiry/?created_at__year=99999999999": 400,
+        "/admin/intake/enquiry/?state__exact=%00": 400,
+    }
+    responses = {url: client.get(url) for url in expected}
+    assert {url: r.status_code for url, r in responses.items()} == expected
+    # An ignored value is said so on the page, not dropped silently.
+    assert b"Ignored page in the address" in responses["/console/review/?page=%C2%B2"].content
+    assert b"Ignored owner in the address" in responses["/console/?owner=%C2%B2"].content
+    before = snapshot()
+    response = client.post(
+        "/console/enquiries/TEST-001/reject/",
+        "reason=customer%00withdrew",
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code == 400
+    assert snapshot() == before
