@@ -56,7 +56,8 @@ def parse_args(argv=None):
         "--drain-rate",
         type=float,
         default=40.0,
-        help="R: the CRM's limit, in Handover and at the sandbox",
+        help="R: the CRM's limit, in Handover and at the sandbox; at most half of the delivery "
+        "capacity measured in the same run",
     )
     p.add_argument(
         "--drain-clusters",
@@ -194,7 +195,9 @@ def table(results: dict) -> str:
                 f"{dr['rate_per_s']:.1f}",
                 f"{dr['limit_per_s']:g} (limit)",
                 f"{dr['ratio']:.2f}",
-                f"max in any second {dr['max_in_any_second']}, 429s {dr['throttled']}, "
+                f"R = min({dr['limit_asked_per_s']:g}, half of the capacity "
+                f"{dr['capacity_per_s']:g}/s); max in any second {dr['max_in_any_second']}, "
+                f"429s {dr['throttled']}, "
                 f"duplicates {dr['duplicates']}, missing {dr['missing']}; "
                 + ", ".join(
                     f"{r['clusters']} cluster(s): {r['rate_per_s']:.1f}/s" for r in dr["runs"]
@@ -272,7 +275,8 @@ def main(argv=None) -> int:
             print("bench: drain", flush=True)
             from bench import drain
 
-            results["drain"] = drain.measure_drain(fresh(), args, log_dir)
+            capacity = (results.get("delivery") or {}).get("confirmed_per_s")
+            results["drain"] = drain.measure_drain(fresh(), args, log_dir, capacity_per_s=capacity)
         if "latency" in sections:
             print("bench: latency", flush=True)
             from bench import drain

@@ -30,6 +30,8 @@ KEYS = {
     },
     "drain": {
         "limit_per_s",
+        "limit_asked_per_s",
+        "capacity_per_s",
         "rate_per_s",
         "ratio",
         "max_in_any_second",
@@ -85,6 +87,9 @@ def test_quick_bench_writes_every_figure(tmp_path):
     # The drain ran with one cluster and with two, and lost or doubled nothing.
     assert [r["clusters"] for r in results["drain"]["runs"]] == [1, 2]
     assert results["drain"]["duplicates"] == results["drain"]["missing"] == 0
+    # R is kept well below what this machine delivered in the same run.
+    drain = results["drain"]
+    assert drain["limit_per_s"] <= max(1, round(drain["capacity_per_s"] / 2))
     # CPU by process was taken: the cluster and the sandbox did work in both sections.
     for section in ("delivery", "reconciliation"):
         cpu = results[section]["cpu_ms_per_op"]
