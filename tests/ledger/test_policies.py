@@ -39,7 +39,9 @@ def test_the_retry_budget_is_the_integrations_with_a_floor_and_the_policys_witho
 @pytest.mark.parametrize(
     ("action", "state", "attention", "expected"),
     [
-        (WRITE, Op.PROPOSED, "", [APPROVE, CANCEL, REASSIGN]),
+        # A revision's write is approved with its revision, never on its own (issue 19, 1).
+        (WRITE, Op.PROPOSED, "", [REASSIGN]),
+        ("crm.close_enquiry", Op.PROPOSED, "", [APPROVE, CANCEL, REASSIGN]),
         (WRITE, Op.APPROVED, "", [CANCEL, REASSIGN]),
         # An uncertain write: look it up or complete it; no retry while duplicates may exist.
         (WRITE, Op.UNKNOWN, "", [RECONCILE, COMPLETE, REASSIGN]),
@@ -68,6 +70,10 @@ def test_a_person_is_offered_only_what_their_permissions_allow(make_user):
     # Retry needs ledger.recover_operation, which a coordinator does not have by default.
     assert policies.allowed_actions(unknown, coordinator) == [RECONCILE, COMPLETE, REASSIGN]
     assert policies.allowed_actions(unknown, reviewer) == []
-    proposed = op(WRITE, Op.PROPOSED)
-    assert policies.allowed_actions(proposed, reviewer) == [APPROVE]
-    assert policies.allowed_actions(proposed, coordinator) == [CANCEL, REASSIGN]
+    proposed = op(WRITE, Op.PROPOSED)  # waits for its revision's approval
+    assert policies.allowed_actions(proposed, reviewer) == []
+    assert policies.allowed_actions(proposed, coordinator) == [REASSIGN]
+    # A compensation is approved on its own, by those who may change an external system.
+    close = op("crm.close_enquiry", Op.PROPOSED)
+    assert policies.allowed_actions(close, admin) == [APPROVE, CANCEL, REASSIGN]
+    assert policies.allowed_actions(close, reviewer) == []

@@ -15,7 +15,7 @@ from recovery.views.common import int_param
     [
         ("12", 12),
         (" 3 ", 3),
-        ("0", 0),
+        ("0", None),  # no page 0: the page says it did not understand
         ("", None),
         ("²", None),
         ("٣", None),
