@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "ledger",
     "recovery",
     "sandbox",
+    "harness",
 ]
 
 MIDDLEWARE = [

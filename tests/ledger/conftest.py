@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from recovery.drill.processes import Child
+from harness.drill.processes import Child
 from sandbox.testing import SandboxProcess
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,7 @@ Where the writes go:
 - **A real CRM** (the configured CRM row when it is not the sandbox, e.g. kind ``bottlecrm``,
   or ``--destination bottlecrm``, which starts a BottleCRM for the run): the CRM row points at a
   fault proxy in front of that CRM, the other three integrations at the drill's sandbox, and
-  records are counted at the CRM through its kind's own look-up. That equipment is test
-  equipment (``harness.drill``), loaded by name: the product never imports it.
+  records are counted at the CRM through its kind's own look-up (realcrm.py).
 
 What it changes in the configured database, and gives back:
 - Enquiries of source ``drill``; each case's event ID is ``DRILL-<run>-<case>`` (the input
@@ -29,7 +28,6 @@ What it changes in the configured database, and gives back:
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import signal
@@ -47,27 +45,28 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from config.waiting import wait_until
-from intake.models import Category, Enquiry, IntakeEvent
-from intake.signing import sign
-from ledger.integrations import ensure_integrations
-from ledger.kinds import HANDOVER, kind_of
-from ledger.models import Integration, Op, Operation
-from recovery.drill.destination import (
+from harness.drill.destination import (
     CannotRun,
     Destination,
     SandboxDestination,
     is_sandbox,
 )
-from recovery.drill.processes import (
+from harness.drill.processes import (
     Cluster,
     DrillError,
     WebServer,
     child_environment,
     new_secret,
 )
+from harness.drill.realcrm import ProxiedCrm, start_bottlecrm
+from intake.models import Category, Enquiry, IntakeEvent
+from intake.signing import sign
+from ledger.integrations import ensure_integrations
+from ledger.kinds import HANDOVER, kind_of
+from ledger.models import Integration, Op, Operation
 from sandbox.testing import SandboxProcess
 
-logger = logging.getLogger("recovery.drill")
+logger = logging.getLogger("harness.drill")
 
 SOURCE = "drill"
 ACTOR = "system:drill"
@@ -119,9 +118,6 @@ REAL_CRM_CLUSTER = {"Q_TIMEOUT": "30", "Q_RETRY": "40"}
 WAIT_SECONDS = 30.0
 REAL_CRM_WAIT_SECONDS = 90.0
 DESTINATIONS = ("sandbox", "bottlecrm")
-# Test equipment for a real CRM (the fault proxy, BottleCRM), named, never imported at the top:
-# product code does not depend on it, and a sandbox drill runs without it.
-EQUIPMENT = "harness.drill"
 
 
 class CaseFailed(Exception):
@@ -283,17 +279,10 @@ class Drill:
 
     def _setup_real_crm(self, crm, sandbox: SandboxDestination):
         """The CRM row through a fault proxy in front of the real CRM; the rest on the sandbox."""
-        try:
-            equipment = importlib.import_module(EQUIPMENT)
-        except ImportError as exc:
-            raise DrillError(
-                f"the drill against a real CRM needs the test equipment ({EQUIPMENT}: the fault "
-                f"proxy) and it cannot be loaded ({exc}); run with --destination sandbox"
-            ) from exc
         if self.choice == "bottlecrm":
             self.say("Starting a BottleCRM for this run (minutes on a machine's first run)")
             try:
-                self.bottlecrm = equipment.start_bottlecrm(progress=self.say)
+                self.bottlecrm = start_bottlecrm(progress=self.say)
             except Exception as exc:  # the harness's own errors name the step and its log
                 raise DrillError(f"BottleCRM did not start: {exc}") from exc
             kind, upstream, token = "bottlecrm", self.bottlecrm.url, self.bottlecrm.token
@@ -311,7 +300,7 @@ class Drill:
                 + " ".join(problems)
             )
         try:
-            self.destination = equipment.ProxiedCrm(
+            self.destination = ProxiedCrm(
                 kind=kind,
                 upstream=upstream,
                 token=token,
