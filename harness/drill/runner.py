@@ -44,7 +44,6 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.utils import timezone
 
-from config.waiting import wait_until
 from harness.drill.destination import (
     CannotRun,
     Destination,
@@ -59,6 +58,7 @@ from harness.drill.processes import (
     new_secret,
 )
 from harness.drill.realcrm import ProxiedCrm, start_bottlecrm
+from harness.processes import wait_until
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations

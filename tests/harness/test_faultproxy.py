@@ -18,9 +18,9 @@ import pytest
 import requests
 
 from harness.faultproxy import FaultProxy, FaultProxyError, loopback_host
+from harness.processes import free_port
 from ledger import http as ledger_http
 from ledger.connectors.base import ConnectorError, ErrorKind
-from sandbox.testing import free_port
 from tests.conftest import wait_for_condition
 from tests.harness.conftest import TOKEN
 
@@ -570,7 +570,7 @@ def test_stopping_with_a_request_held_is_an_orderly_exit(sandbox_process, tmp_pa
         waiting = threading.Thread(target=call)
         waiting.start()
         wait_for(lambda: proxy.stats()["held"] == 1, "the request held")
-        child = proxy._process
+        child = proxy._child.process
         proxy.stop()
         waiting.join()
     assert child.returncode == 0  # SIGTERM was enough
