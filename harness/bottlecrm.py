@@ -343,8 +343,10 @@ class BottleCrm:
             return None
 
         try:
-            ready = wait_until(answered_or_exited, timeout=STARTUP_TIMEOUT_SECONDS, interval=0.2)
-        except RuntimeError:
+            ready = wait_until(
+                answered_or_exited, timeout=STARTUP_TIMEOUT_SECONDS, interval=0.2, error=_Late
+            )
+        except _Late:
             ready = "late"
         if ready != "answered":
             child, self._child = self._child, None
@@ -354,6 +356,10 @@ class BottleCrm:
 
 
 # -- small helpers -------------------------------------------------------------------------------
+
+
+class _Late(Exception):
+    pass
 
 
 def _prune_old_runs(runs: Path) -> None:
