@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import requests
 
-from harness.drill.runner import ACTOR, CaseFailed, CaseResult, Drill
+from harness.drill.results import CaseFailed, CaseResult
+from harness.drill.runner import ACTOR, Drill
 from intake.models import Document, Enquiry, EnquiryState, IntakeEvent, Suggestion
 from intake.services import reject_enquiry, revise_enquiry
 from ledger.models import Op, Operation
