@@ -3,7 +3,6 @@
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -12,6 +11,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+
+from harness.processes import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "handover_bench"
@@ -38,22 +39,16 @@ def recreate_database(url: str, name: str = BENCH_DB) -> str:
     return with_database(url, name)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_for_http(url: str, timeout: float = 30.0) -> None:
     import requests
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answered():
         with contextlib.suppress(requests.RequestException):
             requests.get(url, timeout=1)
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout}s")
+            return True
+        return False
+
+    wait_until(answered, timeout=timeout, interval=0.1, what=f"{url} to answer")
 
 
 def percentile(values, pct: float) -> float:
@@ -172,13 +167,6 @@ def close_django_connections() -> None:
     from django.db import connections
 
     connections.close_all()
-
-
-def wait_until(predicate, *, timeout: float, interval: float = 0.02, what: str = "condition"):
-    """Poll ``predicate`` until it is truthy (config.waiting); RuntimeError after ``timeout``."""
-    from config.waiting import wait_until as poll
-
-    return poll(predicate, timeout=timeout, interval=interval, what=what)
 
 
 def machine() -> dict:

@@ -21,14 +21,13 @@ from bench import baselines, data
 from bench.common import (
     CpuMeter,
     child_env,
-    free_port,
     median,
     median_cpu,
     postmaster_pid,
     process,
     ratio,
-    wait_until,
 )
+from harness.processes import free_port, wait_until
 
 
 def _sandbox_command(port: int, data_file) -> list[str]:

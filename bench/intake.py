@@ -22,7 +22,6 @@ from bench.common import (
     BENCH_SOURCE,
     CpuMeter,
     child_env,
-    free_port,
     median,
     median_cpu,
     percentile,
@@ -31,6 +30,7 @@ from bench.common import (
     ratio,
     wait_for_http,
 )
+from harness.processes import free_port
 
 MESSAGES = [
     "My bin was not collected on Tuesday and the street is full of rubbish.",

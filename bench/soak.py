@@ -221,7 +221,7 @@ class Soak:
         self.fault_loop_turns = 0
         self.fault_errors: list[str] = []
         self.bottlecrm = None
-        self.crm = None  # harness.drill.ProxiedCrm when the CRM is real
+        self.crm = None  # harness.drill.realcrm.ProxiedCrm when the CRM is real
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -266,9 +266,9 @@ class Soak:
         from django.contrib.auth import get_user_model
         from django.contrib.auth.models import Group
 
+        from harness.drill.processes import Cluster, WebServer, child_environment, new_secret
         from ledger.integrations import ensure_integrations
         from ledger.models import Integration
-        from recovery.drill.processes import Cluster, WebServer, child_environment, new_secret
         from recovery.models import ResponsePolicy
         from sandbox.testing import SandboxProcess
 
@@ -308,10 +308,10 @@ class Soak:
 
     def setup_bottlecrm(self):
         """A BottleCRM for the run, the fault proxy in front, the CRM row pointing at it."""
-        from harness.drill import ProxiedCrm, start_bottlecrm
+        from harness.drill.destination import SandboxDestination
+        from harness.drill.realcrm import ProxiedCrm, start_bottlecrm
         from ledger.kinds import kind_of
         from ledger.models import Integration
-        from recovery.drill.destination import SandboxDestination
 
         log("starting BottleCRM (harness/bottlecrm.py)")
         self.bottlecrm = start_bottlecrm(progress=log)

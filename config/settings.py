@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "ledger",
     "recovery",
     "sandbox",
+    "harness",
 ]
 
 MIDDLEWARE = [

@@ -32,8 +32,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -63,6 +61,7 @@ from harness.bottlecrm_build import (
     say,
     tail,
 )
+from harness.processes import Child, free_port, wait_until
 
 __all__ = [
     "CUSTOM_FIELD_KEY",
@@ -121,7 +120,7 @@ class BottleCrm:
         self.run_dir: Path | None = None
         self.timings: dict[str, float] = {}
         self._pg: Postgres | None = None
-        self._process: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -132,7 +131,7 @@ class BottleCrm:
         self.stop()
 
     def start(self) -> BottleCrm:
-        if self._process is not None:
+        if self._child is not None:
             raise BottleCrmError("start", f"already running at {self.url}")
         started = time.monotonic()
         self.home.mkdir(parents=True, exist_ok=True)
@@ -154,9 +153,9 @@ class BottleCrm:
     def stop(self) -> None:
         """Stop gunicorn (SIGTERM, then SIGKILL) and drop the run's database. Idempotent."""
         atexit.unregister(self.stop)
-        process, self._process = self._process, None
-        if process is not None:
-            _terminate(process)
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(timeout=STOP_TIMEOUT_SECONDS)
         database, self.database = self.database, None
         if database and self._pg is not None:
             with contextlib.suppress(Exception), self._pg.connect() as conn:
@@ -164,7 +163,7 @@ class BottleCrm:
 
     @property
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._child is not None and self._child.running
 
     @property
     def url(self) -> str:
@@ -174,7 +173,7 @@ class BottleCrm:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self._child.pid if self._child else None
 
     # -- helpers for tests ---------------------------------------------------------------------
 
@@ -269,7 +268,7 @@ class BottleCrm:
         assert self._pg is not None and self.run_dir is not None and self.database is not None
         env = bottlecrm_env(self._pg, self.database, self.run_dir, secrets.token_urlsafe(48))
         for attempt in range(3):
-            self.port = self.requested_port or _free_port()
+            self.port = self.requested_port or free_port()
             # gunicorn loads Django while the org and token are being made: both take seconds.
             self._launch(venv, env)
             if attempt == 0:
@@ -305,17 +304,15 @@ class BottleCrm:
             "--no-control-socket",
             f"--access-logfile={self.run_dir / 'access.log'}",
         ]
-        with open(self._gunicorn_log, "ab") as log:
-            self._process = subprocess.Popen(
-                command,
-                cwd=self.run_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C meant for the caller is not gunicorn's
-                preexec_fn=die_with_parent,
-            )
+        # Its own session: a Ctrl-C meant for the caller is not gunicorn's.
+        self._child = Child(
+            "bottlecrm",
+            command,
+            env,
+            self._gunicorn_log,
+            cwd=self.run_dir,
+            preexec_fn=die_with_parent,
+        ).start()
 
     def _make_org_and_token(self, venv: Path, env: dict[str, str]) -> None:
         assert self.run_dir is not None
@@ -336,37 +333,33 @@ class BottleCrm:
     def _wait_until_ready(self) -> bool:
         """True once the run's token lists cases: the answer is from our BottleCRM and database,
         not from whatever else may hold the port."""
-        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self._process is None or self._process.poll() is not None:
-                self._process = None
-                return False
+
+        def answered_or_exited():
+            if not self.running:
+                return "exited"
             with contextlib.suppress(OSError):
                 if self.api("GET", "/api/cases/?limit=1")[0] == 200:
-                    return True
-            time.sleep(0.2)
-        _terminate(self._process)
-        self._process = None
-        return False
+                    return "answered"
+            return None
+
+        try:
+            ready = wait_until(
+                answered_or_exited, timeout=STARTUP_TIMEOUT_SECONDS, interval=0.2, error=_Late
+            )
+        except _Late:
+            ready = "late"
+        if ready != "answered":
+            child, self._child = self._child, None
+            if child is not None:
+                child.stop(timeout=STOP_TIMEOUT_SECONDS)
+        return ready == "answered"
 
 
 # -- small helpers -------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _terminate(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=STOP_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    process.wait()
+class _Late(Exception):
+    pass
 
 
 def _prune_old_runs(runs: Path) -> None:

@@ -7,7 +7,8 @@
         assert sandbox.stats()["crm"]["total"] == 1
 
 The child is ``python -m sandbox`` (no Django), its output goes to ``<data>.log`` next to the
-data file, and the control calls use only the standard library so this helper adds no
+data file. The process itself is ``harness.processes.Child`` (the one process wrapper of the test
+equipment); like it, the control calls use only the standard library, so this helper adds no
 dependency to the tests that use it.
 """
 
@@ -15,15 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from harness.processes import Child, free_port, wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,13 +39,6 @@ class SandboxError(RuntimeError):
     """The sandbox process did not start, or a control call failed."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
 class SandboxProcess:
     def __init__(self, host: str = "127.0.0.1", startup_timeout: float = STARTUP_TIMEOUT_SECONDS):
         self.host = host
@@ -54,7 +46,7 @@ class SandboxProcess:
         self.data_path: Path | None = None
         self.port: int | None = None
         self.token: str | None = None
-        self._process: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -72,25 +64,15 @@ class SandboxProcess:
 
     def stop(self) -> None:
         """SIGTERM, then wait for an orderly exit (SIGKILL if it does not come)."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        process.wait()
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(timeout=STOP_TIMEOUT_SECONDS)
 
     def kill(self) -> None:
         """SIGKILL: a crash. Whatever the sandbox had committed must survive it."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-        process.wait()
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
 
     def restart(self) -> None:
         """Stop (if still running) and start again on the same port, data file and token."""
@@ -101,11 +83,11 @@ class SandboxProcess:
 
     @property
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._child is not None and self._child.running
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self._child.pid if self._child else None
 
     @property
     def url(self) -> str:
@@ -177,55 +159,40 @@ class SandboxProcess:
         if self.token:
             command += ["--token", self.token]
         self.data_path.parent.mkdir(parents=True, exist_ok=True)
-        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        # The child keeps its own copy of the descriptor; ours can close at once.
-        with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=_child_environment(),
+        # No cwd of its own: PYTHONPATH finds the package (see _child_environment).
+        env = _child_environment()
+        child = Child("sandbox", command, env, self.log_path, cwd=None, own_session=False)
+        self._child = child.start()
+        try:
+            answered = wait_until(
+                self._answers_or_exited, timeout=self.startup_timeout, error=_Late
             )
-        self._wait_until_ready(log_offset)
+        except _Late:
+            self.kill()
+            raise SandboxError(
+                f"sandbox did not answer on {self.url} within {self.startup_timeout:.0f}s; "
+                f"its output:\n{child.log_since_start(LOG_TAIL_CHARS)}"
+            ) from None
+        if answered == "exited":
+            self._child = None
+            raise SandboxError(
+                f"sandbox exited with code {child.process.returncode} before answering on "
+                f"{self.url}; its output:\n{child.log_since_start(LOG_TAIL_CHARS)}"
+            )
 
-    def _wait_until_ready(self, log_offset: int) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            code = self._process.poll() if self._process else -1
-            if code is not None:
-                self._process = None
-                raise SandboxError(
-                    f"sandbox exited with code {code} before answering on {self.url}; "
-                    f"its output:\n{self._log_since(log_offset)}"
-                )
-            if self._answers_as_our_child():
-                return
-            time.sleep(0.05)
-        self.kill()
-        raise SandboxError(
-            f"sandbox did not answer on {self.url} within {self.startup_timeout:.0f}s; "
-            f"its output:\n{self._log_since(log_offset)}"
-        )
-
-    def _answers_as_our_child(self) -> bool:
+    def _answers_or_exited(self) -> str | None:
+        if not self.running:
+            return "exited"
         # Check the responder's pid: another process may hold the port we picked.
         request = urllib.request.Request(self.url + "/_sandbox/stats")
         try:
             with _opener.open(request, timeout=1.0) as response:
                 response.read()
-                return response.headers.get("X-Sandbox-Pid") == str(self.pid)
+                if response.headers.get("X-Sandbox-Pid") == str(self.pid):
+                    return "answered"
         except (OSError, urllib.error.URLError):
-            return False
-
-    def _log_since(self, offset: int) -> str:
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(offset)
-                text = log.read().decode("utf-8", "replace")
-        except OSError as exc:
-            return f"(no output: {exc})"
-        return text[-LOG_TAIL_CHARS:] or "(no output)"
+            pass
+        return None
 
     def _control(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
         data = None if payload is None else json.dumps(payload).encode("utf-8")
@@ -239,6 +206,10 @@ class SandboxProcess:
             with exc:  # an HTTPError holds the open response; close it
                 body = exc.read().decode("utf-8", "replace")
             raise SandboxError(f"{method} {path} -> {exc.code}: {body}") from None
+
+
+class _Late(Exception):
+    pass
 
 
 def _child_environment() -> dict[str, str]:

@@ -3,7 +3,7 @@ import uuid
 
 import pytest
 
-from config.waiting import wait_until
+from harness.processes import wait_until
 
 
 @pytest.fixture(scope="session")

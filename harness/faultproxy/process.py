@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -12,12 +11,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from config.waiting import wait_until
 from harness.faultproxy.faults import Pattern
 from harness.faultproxy.server import DEFAULT_UPSTREAM_TIMEOUT_SECONDS, Upstream, loopback_host
-from sandbox.testing import free_port
+from harness.processes import PROJECT_ROOT, Child, free_port, wait_until
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_SECONDS = 15.0
 STOP_TIMEOUT_SECONDS = 10.0
 CONTROL_TIMEOUT_SECONDS = 10.0
@@ -61,7 +58,7 @@ class FaultProxy:
         self.upstream_timeout = upstream_timeout
         self.startup_timeout = startup_timeout
         self._log_path = Path(log_path) if log_path is not None else None
-        self._process: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -90,16 +87,12 @@ class FaultProxy:
         ]
         for name, pattern in self.targets.items():
             command += ["--target", f"{name}={pattern}"]
-        log_offset = self._log_path.stat().st_size if self._log_path.exists() else 0
-        with open(self._log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                command,
-                cwd=PROJECT_ROOT,  # `-m harness.faultproxy` finds the package from here
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # `-m harness.faultproxy` finds the package from the project root.
+        child = Child(
+            "faultproxy", command, env, self._log_path, cwd=PROJECT_ROOT, own_session=False
+        )
+        self._child = child.start()
         try:
             answered = wait_until(
                 self._answers_or_exited,
@@ -109,44 +102,35 @@ class FaultProxy:
             )
         except FaultProxyError as exc:
             self.kill()
-            raise FaultProxyError(f"{exc}; its output:\n{self._log_since(log_offset)}") from None
-        if answered == "exited":
-            code = self._process.returncode
-            self._process = None
             raise FaultProxyError(
-                f"fault proxy exited with code {code} before answering on {self.url}; "
-                f"its output:\n{self._log_since(log_offset)}"
+                f"{exc}; its output:\n{child.log_since_start(LOG_TAIL_CHARS)}"
+            ) from None
+        if answered == "exited":
+            self._child = None
+            raise FaultProxyError(
+                f"fault proxy exited with code {child.process.returncode} before answering on "
+                f"{self.url}; its output:\n{child.log_since_start(LOG_TAIL_CHARS)}"
             )
         return self
 
     def stop(self) -> None:
         """SIGTERM, then wait for an orderly exit (SIGKILL if it does not come)."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        process.wait()
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(timeout=STOP_TIMEOUT_SECONDS)
 
     def kill(self) -> None:
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
 
     @property
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._child is not None and self._child.running
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self._child.pid if self._child else None
 
     @property
     def url(self) -> str:
@@ -203,7 +187,7 @@ class FaultProxy:
     # -- internals -----------------------------------------------------------------------------
 
     def _answers_or_exited(self) -> str | None:
-        if self._process.poll() is not None:
+        if not self.running:
             return "exited"
         request = urllib.request.Request(self.url + "/_proxy/stats")
         try:
@@ -215,15 +199,6 @@ class FaultProxy:
         except OSError:
             pass
         return None
-
-    def _log_since(self, offset: int) -> str:
-        try:
-            with open(self._log_path, "rb") as log:
-                log.seek(offset)
-                text = log.read().decode("utf-8", "replace")
-        except (OSError, TypeError) as exc:
-            return f"(no output: {exc})"
-        return text[-LOG_TAIL_CHARS:] or "(no output)"
 
     def _control(self, method: str, path: str, payload: Any = None) -> Any:
         data = None if payload is None else json.dumps(payload).encode("utf-8")

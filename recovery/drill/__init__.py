@@ -1,5 +1,7 @@
-"""The drill: the design's failure matrix run for real, with an evidence report.
+"""The drill's evidence as the product keeps it: the report (report.py: JSON, HTML, a DrillRun
+row) and the console's drill page (views.py).
 
-``python manage.py drill`` (recovery/management/commands/drill.py) -> runner.Drill sets up the
-real parts, cases.CASES run one by one, report.py writes JSON and HTML and keeps a DrillRun.
+The drill itself (its processes, destinations, runner and cases, ``manage.py drill``) is test
+equipment in ``harness/drill/``: it writes its report through ``report.py``; nothing here
+imports it.
 """

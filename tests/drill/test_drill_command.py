@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from harness.drill.cases import CASES
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration
-from recovery.drill.cases import CASES
 from recovery.models import DrillRun
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 

@@ -14,8 +14,8 @@ import pytest
 import requests
 from django.db import connection, connections
 
+from harness.drill.processes import WebServer
 from intake.models import Enquiry
-from recovery.drill.processes import WebServer
 from tests.conftest import wait_for_condition
 from tests.intake.conftest import SECRET
 from tests.intake.signing import signed_headers

@@ -1,8 +1,8 @@
-"""The drill's equipment for a real CRM (harness/drill.py), the parts that need no process."""
+"""The drill's equipment for a real CRM (harness/drill/realcrm.py): the parts needing no process."""
 
 import pytest
 
-from harness.drill import CRM_TARGETS, ProxiedCrm, description_fields
+from harness.drill.realcrm import CRM_TARGETS, ProxiedCrm, description_fields
 from ledger.connectors.bottlecrm import case_description
 from ledger.kinds import KINDS
 

@@ -326,7 +326,7 @@ def test_a_chunked_body_over_the_limit_is_413_after_reading_no_more_than_the_lim
 @pytest.fixture
 def web_server(tmp_path):
     """gunicorn as `make run` serves the application, on this test run's database."""
-    from recovery.drill.processes import WebServer
+    from harness.drill.processes import WebServer
     from tests.ledger.conftest import child_database_url
 
     env = {

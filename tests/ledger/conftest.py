@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from django.db import transaction
 
-from recovery.drill.processes import Child
+from harness.processes import Child
 from sandbox.testing import SandboxProcess
+from tests.conftest import wait_for_condition
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_START_TIMEOUT = 60.0
@@ -149,17 +149,13 @@ def run_queue():
     without ``until``, until the queue has nothing due)."""
 
     def run(until=None, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while True:
+        def done():
             ran = run_due_tasks()
-            if until is not None and until():
-                return
-            if until is None and ran == 0:
-                return
-            if time.monotonic() > deadline:
-                pytest.fail(f"queued work did not reach the expected state within {timeout:g}s")
-            if ran == 0:
-                time.sleep(0.02)
+            return until() if until is not None else ran == 0
+
+        wait_for_condition(
+            done, timeout=timeout, interval=0.02, message="queued work to reach the expected state"
+        )
 
     return run
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from config.waiting import wait_until
+from harness.processes import wait_until
 from intake.models import EnquiryState
 from ledger import execution
 from ledger.models import Attempt, Integration, Op

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from harness.processes import free_port
 from ledger import http
 from ledger.connectors.base import ConnectorError, ErrorKind
-from sandbox.testing import free_port
 
 
 def post(sandbox, reference="ENQ-HTTP", timeout=2.0):

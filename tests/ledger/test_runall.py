@@ -13,7 +13,7 @@ import sys
 import psutil
 import pytest
 
-from sandbox.testing import free_port
+from harness.processes import free_port
 from tests.conftest import wait_for_condition
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 

@@ -5,14 +5,15 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 import sandbox as sandbox_package
-from sandbox.testing import SandboxError, SandboxProcess, free_port
+from harness.processes import free_port
+from sandbox.testing import SandboxError, SandboxProcess
+from tests.conftest import wait_for_condition
 
 pytestmark = pytest.mark.slow  # these tests start real processes
 
@@ -58,7 +59,7 @@ def test_context_manager_stops_the_process(tmp_path):
         process.start(tmp_path / "s.sqlite3")
         assert process.running
         assert process.url.startswith("http://127.0.0.1:")
-        child = process._process
+        child = process._child.process
     assert not process.running
     assert child.returncode is not None
     assert "sandbox serving" in process.log_path.read_text()
@@ -108,13 +109,15 @@ def test_runsandbox_management_command_serves_the_same_app(tmp_path):
 
 def _wait_for_stats(url, child, log_path, timeout=15.0):
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def stats():
         if child.poll() is not None:
             pytest.fail(f"runsandbox exited: {log_path.read_text()}")
         try:
             with opener.open(f"{url}/_sandbox/stats", timeout=1) as response:
                 return json.loads(response.read())
         except OSError:
-            time.sleep(0.05)
-    pytest.fail(f"runsandbox never answered: {log_path.read_text()}")
+            return None
+
+    message = f"runsandbox to answer (its log: {log_path})"
+    return wait_for_condition(stats, timeout=timeout, message=message)

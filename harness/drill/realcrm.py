@@ -1,9 +1,8 @@
 """The drill's equipment for a real CRM: a fault proxy in front of it, records counted by its
 kind's own look-up, and (``--destination bottlecrm``) a BottleCRM started for the run.
 
-``manage.py drill`` loads this module by name (``recovery.drill.runner.EQUIPMENT``) only when
-the CRM is not the sandbox: the product never imports test equipment, and a deployment without
-``harness/`` can still run the drill against its sandbox.
+The runner (runner.py) uses it when the CRM is not the sandbox; the soak (bench/soak.py
+``--destination bottlecrm``) uses it too.
 
 What runs where, when the CRM is real:
 - the **CRM** integration row points at a ``FaultProxy`` in front of the real CRM; the fault

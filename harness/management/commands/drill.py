@@ -1,6 +1,7 @@
 """`python manage.py drill`: run the design's failure matrix for real and report the evidence.
 
-Exit code 0 only when every case passed. See docs/drill.md.
+Exit code 0 only when every case passed. See docs/drill.md. The drill is test equipment
+(harness/drill/); its evidence is kept through the product's report API (recovery.drill.report).
 """
 
 import getpass
@@ -11,10 +12,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from harness.drill.cases import CASES
+from harness.drill.processes import DrillError
+from harness.drill.runner import DESTINATIONS, Drill, install_stop_handlers
 from recovery.drill import report
-from recovery.drill.cases import CASES
-from recovery.drill.processes import DrillError
-from recovery.drill.runner import DESTINATIONS, Drill, install_stop_handlers
 
 
 def default_runner() -> str:

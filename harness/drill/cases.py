@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import requests
 
+from harness.drill.results import CaseFailed, CaseResult
+from harness.drill.runner import ACTOR, Drill
 from intake.models import Document, Enquiry, EnquiryState, IntakeEvent, Suggestion
 from intake.services import reject_enquiry, revise_enquiry
 from ledger.models import Op, Operation
@@ -31,7 +33,6 @@ from ledger.services import (
     retry_operation,
 )
 from ledger.sweeper import sweep
-from recovery.drill.runner import ACTOR, CaseFailed, CaseResult, Drill
 
 S = EnquiryState
 CONCURRENT_COPIES = 50

@@ -2,7 +2,7 @@
 
 A sandbox answers its control plane (faults, capabilities, stats per reference). A real CRM is
 reached through the fault proxy and counted through its kind's own look-up: that destination is
-test equipment (``harness.drill.ProxiedCrm``, the same interface), loaded by the runner by name.
+``realcrm.ProxiedCrm`` (the same interface).
 ``Destination`` alone (counting by the ``handover`` contract, no faults) is the base class.
 """
 

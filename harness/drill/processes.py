@@ -10,20 +10,14 @@ from __future__ import annotations
 import base64
 import os
 import secrets
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import requests
-from django.conf import settings
 from django.db import connection
 
 from config.db import connection_url
-from sandbox.testing import free_port
-
-PROJECT_ROOT = Path(settings.BASE_DIR)
+from harness.processes import Child, free_port, wait_until
 
 
 class DrillError(RuntimeError):
@@ -56,77 +50,6 @@ def child_environment(**overrides: str) -> dict[str, str]:
     )
     env.update(overrides)
     return env
-
-
-class Child:
-    """One child process in its own session, its output appended to ``log_path``."""
-
-    def __init__(self, name: str, command: list[str], env: dict[str, str], log_path: Path):
-        self.name = name
-        self.command = command
-        self.env = env
-        self.log_path = log_path
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> Child:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.command,
-                cwd=PROJECT_ROOT,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return self
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def log(self, tail: int | None = 3000) -> str:
-        """The end of the child's output (all of it with ``tail=None``)."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        return text if tail is None else text[-tail:]
-
-    def wait_exit(self, timeout: float) -> int | None:
-        if self.process is None:
-            return None
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def kill(self) -> None:
-        """SIGKILL the whole group: a machine losing power."""
-        if self.process is None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """SIGTERM (the cluster stops its workers in order), then SIGKILL whatever is left."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        self.kill()
 
 
 class Cluster(Child):
@@ -162,15 +85,25 @@ class WebServer(Child):
         return f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
         with requests.Session() as session:
             session.trust_env = False
-            while time.monotonic() < deadline:
+
+            def answered():
                 if not self.running:
                     raise DrillError(f"the web server exited; its log:\n{self.log()}")
                 try:
                     session.get(self.url + "/healthz", timeout=2)
-                    return
+                    return True
                 except requests.RequestException:
-                    time.sleep(0.1)
-        raise DrillError(f"the web server did not answer within {timeout:g}s:\n{self.log()}")
+                    return False
+
+            try:
+                wait_until(answered, timeout=timeout, interval=0.1, error=_Late)
+            except _Late:
+                raise DrillError(
+                    f"the web server did not answer within {timeout:g}s:\n{self.log()}"
+                ) from None
+
+
+class _Late(Exception):
+    pass

@@ -11,8 +11,7 @@ Where the writes go:
 - **A real CRM** (the configured CRM row when it is not the sandbox, e.g. kind ``bottlecrm``,
   or ``--destination bottlecrm``, which starts a BottleCRM for the run): the CRM row points at a
   fault proxy in front of that CRM, the other three integrations at the drill's sandbox, and
-  records are counted at the CRM through its kind's own look-up. That equipment is test
-  equipment (``harness.drill``), loaded by name: the product never imports it.
+  records are counted at the CRM through its kind's own look-up (realcrm.py).
 
 What it changes in the configured database, and gives back:
 - Enquiries of source ``drill``; each case's event ID is ``DRILL-<run>-<case>`` (the input
@@ -28,66 +27,46 @@ What it changes in the configured database, and gives back:
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import logging
 import signal
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
 
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db import connection, transaction
 from django.utils import timezone
 
-from config.waiting import wait_until
-from intake.models import Category, Enquiry, IntakeEvent
-from intake.signing import sign
-from ledger.integrations import ensure_integrations
-from ledger.kinds import HANDOVER, kind_of
-from ledger.models import Integration, Op, Operation
-from recovery.drill.destination import (
+from harness.drill.backup import DRILL_DIR, backup_path, restore_integrations, row_values
+from harness.drill.destination import (
     CannotRun,
     Destination,
     SandboxDestination,
     is_sandbox,
 )
-from recovery.drill.processes import (
+from harness.drill.processes import (
     Cluster,
     DrillError,
     WebServer,
     child_environment,
     new_secret,
 )
+from harness.drill.realcrm import ProxiedCrm, start_bottlecrm
+from harness.drill.results import CaseFailed, CaseResult
+from harness.processes import wait_until
+from intake.models import Category, Enquiry, IntakeEvent
+from intake.signing import sign
+from ledger.integrations import ensure_integrations
+from ledger.kinds import HANDOVER, kind_of
+from ledger.models import Integration, Op, Operation
 from sandbox.testing import SandboxProcess
 
-logger = logging.getLogger("recovery.drill")
+logger = logging.getLogger("harness.drill")
 
 SOURCE = "drill"
 ACTOR = "system:drill"
-DRILL_DIR = Path(settings.BASE_DIR) / "var" / "drill"
-BACKUP_FIELDS = [
-    "kind",
-    "base_url",
-    "token",
-    "timeout_seconds",
-    "retry_budget",
-    "backoff_seconds",
-    "supports_lookup",
-    "supports_idempotency_key",
-    "settle_delay_seconds",
-    "paused",
-    "paused_at",
-    "paused_by_id",
-    "pause_reason",
-    "awaiting_backlog_review",
-]
 # The drill's integration settings: short enough that the whole matrix runs in about a minute.
 DRILL_SETTINGS = {
     # The sandbox speaks Handover's own contract, whatever the rows spoke before the drill.
@@ -119,97 +98,6 @@ REAL_CRM_CLUSTER = {"Q_TIMEOUT": "30", "Q_RETRY": "40"}
 WAIT_SECONDS = 30.0
 REAL_CRM_WAIT_SECONDS = 90.0
 DESTINATIONS = ("sandbox", "bottlecrm")
-# Test equipment for a real CRM (the fault proxy, BottleCRM), named, never imported at the top:
-# product code does not depend on it, and a sandbox drill runs without it.
-EQUIPMENT = "harness.drill"
-
-
-class CaseFailed(Exception):
-    """A bounded wait ran out or a step was refused: the case did not pass."""
-
-
-@dataclass
-class Check:
-    what: str
-    ok: bool
-    detail: str = ""
-
-
-@dataclass
-class CaseResult:
-    key: str
-    name: str
-    expected: str
-    input_reference: str
-    observed: list[str] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
-    destination_records: int | None = None
-    enquiry_reference: str = ""
-    error: str = ""
-    seconds: float = 0.0
-    destination: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return not self.error and bool(self.checks) and all(c.ok for c in self.checks)
-
-    def check(self, ok, what: str, detail: str = "") -> bool:
-        self.checks.append(Check(what, bool(ok), str(detail)))
-        return bool(ok)
-
-    def note(self, text: str):
-        self.observed.append(text)
-
-    def as_dict(self) -> dict:
-        observed = "; ".join(self.observed)
-        failed = [f"{c.what} ({c.detail})" if c.detail else c.what for c in self.checks if not c.ok]
-        if failed:
-            observed += ("; " if observed else "") + "NOT MET: " + "; ".join(failed)
-        if self.error:
-            observed += ("; " if observed else "") + self.error
-        return {
-            "name": self.name,
-            "input_reference": self.input_reference,
-            "expected": self.expected,
-            "observed": observed,
-            "destination_records": self.destination_records,
-            "passed": self.passed,
-            "enquiry_reference": self.enquiry_reference,
-            "checks": [c.__dict__ for c in self.checks],
-            "seconds": round(self.seconds, 2),
-            "destination": self.destination,
-        }
-
-
-def _row_values(row) -> dict:
-    values = {}
-    for name in BACKUP_FIELDS:
-        value = getattr(row, name)
-        values[name] = value.isoformat() if isinstance(value, datetime) else value
-    return values
-
-
-def backup_path() -> Path:
-    """One backup file per database, so drills on different databases never mix them up."""
-    s = connection.settings_dict
-    where = f"{s.get('HOST') or ''}:{s.get('PORT') or ''}/{s['NAME']}"
-    return DRILL_DIR / f"integrations-{hashlib.sha256(where.encode()).hexdigest()[:12]}.json"
-
-
-def restore_integrations(path: Path | None = None) -> bool:
-    """Put the Integration rows back as the backup file has them; True if there was one."""
-    path = path or backup_path()
-    if not path.exists():
-        return False
-    saved = json.loads(path.read_text())
-    with transaction.atomic():
-        for name, values in saved.items():
-            values = dict(values)
-            if values.get("paused_at"):
-                values["paused_at"] = datetime.fromisoformat(values["paused_at"])
-            Integration.objects.filter(name=name).update(**values)
-    path.unlink()
-    return True
 
 
 class Drill:
@@ -260,7 +148,7 @@ class Drill:
         )
         # Written before anything changes, so whatever happens next the rows come back.
         backup_path().write_text(
-            json.dumps({name: _row_values(row) for name, row in rows.items()}, indent=1)
+            json.dumps({name: row_values(row) for name, row in rows.items()}, indent=1)
         )
         self.rows_changed = True
         self.sandbox = SandboxProcess()
@@ -283,17 +171,10 @@ class Drill:
 
     def _setup_real_crm(self, crm, sandbox: SandboxDestination):
         """The CRM row through a fault proxy in front of the real CRM; the rest on the sandbox."""
-        try:
-            equipment = importlib.import_module(EQUIPMENT)
-        except ImportError as exc:
-            raise DrillError(
-                f"the drill against a real CRM needs the test equipment ({EQUIPMENT}: the fault "
-                f"proxy) and it cannot be loaded ({exc}); run with --destination sandbox"
-            ) from exc
         if self.choice == "bottlecrm":
             self.say("Starting a BottleCRM for this run (minutes on a machine's first run)")
             try:
-                self.bottlecrm = equipment.start_bottlecrm(progress=self.say)
+                self.bottlecrm = start_bottlecrm(progress=self.say)
             except Exception as exc:  # the harness's own errors name the step and its log
                 raise DrillError(f"BottleCRM did not start: {exc}") from exc
             kind, upstream, token = "bottlecrm", self.bottlecrm.url, self.bottlecrm.token
@@ -311,7 +192,7 @@ class Drill:
                 + " ".join(problems)
             )
         try:
-            self.destination = equipment.ProxiedCrm(
+            self.destination = ProxiedCrm(
                 kind=kind,
                 upstream=upstream,
                 token=token,
