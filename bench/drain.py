@@ -19,16 +19,9 @@ import sys
 import time
 
 from bench import data
-from bench.common import (
-    child_env,
-    free_port,
-    median,
-    percentile,
-    process,
-    wait_for_http,
-    wait_until,
-)
+from bench.common import child_env, median, percentile, process, wait_for_http
 from bench.delivery import _confirmed, _deliver, _records_for, _sandbox_command, _stats
+from harness.processes import free_port, wait_until
 
 
 def _control(url: str, path: str, body: dict | None = None) -> dict:

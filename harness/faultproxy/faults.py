@@ -14,7 +14,8 @@ from typing import Any
 
 CONTROL_PREFIX = "/_proxy/"
 
-# Answered by the proxy, nothing forwarded: the status, a JSON body, Retry-After on 429/503.
+# Answered by the proxy, nothing forwarded: the status, a JSON body; Retry-After on a 429
+# (1 s unless the fault names one) and on a 503 only when the fault names one.
 ERROR_FAULTS = {
     "error_401": (401, "unauthorized"),
     "error_403": (403, "forbidden"),

@@ -201,7 +201,9 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if mode in ERROR_FAULTS:
             status, code = ERROR_FAULTS[mode]
             extra = []
-            retry_after = fault.retry_after or ("1" if mode == "error_503" else None)
+            # A 503 is an outage unless told otherwise; with Retry-After Handover takes it as
+            # a throttle (ledger.limits), which a drill's "destination unavailable" is not.
+            retry_after = fault.retry_after or ("1" if mode == "error_429" else None)
             if retry_after is not None:
                 extra.append(("Retry-After", retry_after))
             self.answer_json(status, {"error": code, "detail": f"fault proxy: {mode}"}, extra)

@@ -207,11 +207,11 @@ def test_keep_alive_and_connection_close_are_honoured(sandbox, proxy):
 @pytest.mark.parametrize(
     ("mode", "retry_after", "status", "error", "expected_retry_after"),
     [
-        ("error_503", None, 503, "service_unavailable", "1"),
+        ("error_503", None, 503, "service_unavailable", None),  # an outage, not a throttle
         ("error_503", 7, 503, "service_unavailable", "7"),
         ("error_429", 30, 429, "too_many_requests", "30"),
         ("error_429", "Wed, 21 Oct 2037 07:28:00 GMT", 429, "too_many_requests", None),
-        ("error_429", None, 429, "too_many_requests", None),
+        ("error_429", None, 429, "too_many_requests", "1"),
         ("error_401", None, 401, "unauthorized", None),
         ("error_403", None, 403, "forbidden", None),
         ("error_422", None, 422, "unprocessable_entity", None),

@@ -96,7 +96,9 @@ def test_the_search_reads_the_gin_index(story):
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
     _references, words = search(Enquiry.objects.all(), "bin")
-    assert "enquiry_search" in words.explain()
+    # Without the page's order: with a handful of rows the planner may as well walk the
+    # created_at index; what matters is that the match itself can read enquiry_search.
+    assert "enquiry_search" in words.order_by().explain()
     assert "_like" in Enquiry.objects.filter(reference__startswith="ENQ-AB").explain()
 
 
