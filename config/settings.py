@@ -44,6 +44,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.adminguard.AdminNotForRoleMiddleware",
     "config.security.ForbiddenLogMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -169,6 +170,8 @@ OPENAI_API_KEY = env_str("OPENAI_API_KEY", "")
 OPENAI_TIMEOUT_SECONDS = env_float("OPENAI_TIMEOUT_SECONDS", 20.0, minimum=0.1)
 
 SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765")
+# Where people open the console: the drill's HTML file links each enquiry to its page here.
+CONSOLE_URL = env_str("CONSOLE_URL", "http://127.0.0.1:8000")
 INTEGRATIONS = {
     "crm": env_str("CRM_BASE_URL", SANDBOX_URL),
     "notify": env_str("NOTIFY_BASE_URL", SANDBOX_URL),

@@ -8,6 +8,8 @@ from config import views
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False)),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page links; whitenoise serves the file.
+    path("favicon.ico", views.favicon, name="favicon"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

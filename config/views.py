@@ -1,6 +1,8 @@
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.http import JsonResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
 
@@ -27,3 +29,10 @@ def healthz(request):
     return JsonResponse(
         {"status": "ok" if healthy else "unavailable", **checks}, status=200 if healthy else 503
     )
+
+
+@login_not_required
+@require_GET
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever a page links; the file is a static one."""
+    return redirect(static("favicon.ico"), permanent=True)

@@ -229,7 +229,9 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     def confirm(self, *, actor, reason="", evidence=None):
         self.closed_at = timezone.now()
 
-    @transition(state, source=S.APPROVED, target=S.REJECTED, permission="intake.complete_enquiry")
+    # Ending an approved enquiry undelivered is a reviewer's decision, as rejecting one is
+    # (issue 19): a coordinator's triage of the CRM write cannot close the enquiry.
+    @transition(state, source=S.APPROVED, target=S.REJECTED, permission="intake.review_enquiry")
     def withdraw(self, *, actor, reason="", evidence=None):
         """Delivery is cancelled for good (nothing reached the destination)."""
         self.closed_at = timezone.now()

@@ -139,6 +139,20 @@ def payload_hash(payload) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+# Cancelling the CRM write of an approved enquiry ends the enquiry (withdrawn: Rejected, not
+# delivered). Ending an enquiry is a reviewer's decision, not a coordinator's triage.
+ENDS_ENQUIRY_PERMISSION = "intake.review_enquiry"
+CANCEL_PERMISSION = "ledger.triage_operation"
+
+
+def cancel_permission(op) -> str:
+    return ENDS_ENQUIRY_PERMISSION if op.ends_enquiry() else CANCEL_PERMISSION
+
+
+def _may_cancel(op, user) -> bool:
+    return user.has_perm(cancel_permission(op))
+
+
 class Operation(ConcurrentTransitionMixin, models.Model):
     """One external action, recorded before it is attempted; the ledger is the truth."""
 
@@ -223,6 +237,11 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     def make_key(enquiry_id, action, revision) -> str:
         return f"{enquiry_id}:{action}:r{revision}"
 
+    def ends_enquiry(self) -> bool:
+        """Whether cancelling this operation closes its enquiry (ledger.services.cancel_operation):
+        the CRM write of an approved enquiry, whose approved revision is then never delivered."""
+        return self.action == "crm.create_enquiry" and self.enquiry.state == "approved"
+
     # --- transitions ------------------------------------------------------------------------
     @transition(
         state,
@@ -283,11 +302,20 @@ class Operation(ConcurrentTransitionMixin, models.Model):
         state,
         source=[Op.PROPOSED, Op.APPROVED, Op.FAILED],
         target=Op.CANCELLED,
-        permission="ledger.triage_operation",
+        permission=_may_cancel,
         custom={"actors": (SYSTEM,)},
     )
     def cancel(self, *, actor, reason="", evidence=None):
         self.attention = ""
+
+    @transition(state, source=Op.CANCELLED, target=Op.PROPOSED, custom={"actors": (SYSTEM,)})
+    def repropose(self, *, actor, reason="", evidence=None):
+        """A revision's write cancelled before anything was sent is proposed again when that
+        revision is approved (ledger.services.approve_revision): its key was never used at the
+        destination, so reusing it cannot meet an earlier request there."""
+        self.attention = ""
+        self.held = False
+        self.next_attempt_at = None
 
 
 class Attempt(models.Model):

@@ -13,7 +13,7 @@ from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
 from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.suggester import SuggesterConnector
-from ledger.models import Integration, Op
+from ledger.models import Integration, Op, cancel_permission
 
 READ, WRITE = "read", "write"
 
@@ -34,6 +34,9 @@ class Policy:
     # uncertain write the destination could not be asked about).
     manual_retry: bool = True
     compensated_by: str | None = None
+    # Approved only with the enquiry's revision (a reviewer's "Approve revision"), never on its
+    # own: approving the operation alone would authorise a revision nobody reviewed.
+    approved_by_revision: bool = False
     # Used when there is no integration row to read the budget from.
     default_retry_budget: int = 3
     default_backoff_seconds: float = 1.0
@@ -82,6 +85,7 @@ POLICIES: dict[str, Policy] = {
             check_first="does the external record exist (lookup by reference)?",
             system_approved=False,
             compensated_by="crm.close_enquiry",
+            approved_by_revision=True,
         ),
         Policy(
             "notify.send",
@@ -176,7 +180,10 @@ def state_allows(operation) -> list[str]:
     state = operation.state
     actions = []
     if state == Op.PROPOSED:
-        actions += [APPROVE, CANCEL]
+        # A revision's write waits for the revision's approval: nothing to do on the operation
+        # (cancelling it would decide nothing either; the reviewer approves or rejects).
+        if not policy.approved_by_revision:
+            actions += [APPROVE, CANCEL]
     elif state == Op.APPROVED:
         actions += [CANCEL]
     elif state == Op.UNKNOWN:
@@ -211,12 +218,21 @@ def retry_allowed_from_unknown(operation) -> bool:
     return operation.attention in ("lookup_unavailable", "lookup_failed")
 
 
+def permission_for(operation, action, policy=None) -> str:
+    """The permission a person needs for ``action`` on this operation now."""
+    if action == APPROVE:
+        return (policy or policy_for(operation)).approve_permission
+    if action == CANCEL:
+        return cancel_permission(operation)
+    return PERMISSIONS[action]
+
+
 def allowed_actions(operation, user) -> list[str]:
     """State + policy + the user's permissions: what the console offers for this operation."""
     policy = policy_for(operation)
     allowed = []
     for action in state_allows(operation):
-        permission = policy.approve_permission if action == APPROVE else PERMISSIONS[action]
+        permission = permission_for(operation, action, policy)
         if user.has_perm(permission):
             allowed.append(action)
     return allowed

@@ -21,7 +21,7 @@ from intake.workflow import actor_label, system_actor
 from ledger import failpoints, journal
 from ledger.execution import lock_operation, schedule_reconcile
 from ledger.integrations import ensure_integrations
-from ledger.models import Integration, Op, Operation, payload_hash
+from ledger.models import Integration, Op, Operation, cancel_permission, payload_hash
 from ledger.policies import (
     APPROVE,
     CANCEL,
@@ -376,8 +376,35 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
             .select_related("integration")
             .get(pk=op.pk)
         )
+        if op.state == Op.CANCELLED and not op.attempts.filter(kind="call").exists():
+            # An earlier proposal of this revision was cancelled before anything was sent (its
+            # approval did not stand, or a person stopped it): the revision's approval is the
+            # only way to authorise its write, so it must work whatever happened to that
+            # proposal. The key <enquiry>:<action>:r<revision> stays unique and reused; it was
+            # never sent, so the destination cannot hold a request under it.
+            op.repropose(
+                actor=LEDGER,
+                reason=f"revision {revision.number} approved; nothing was sent under this key",
+                evidence={"idempotency_key": op.idempotency_key},
+            )
+        if op.state == Op.APPROVED and op.payload_hash == payload_hash(payload):
+            # Approved before this revision was (an operation-level approval, no longer
+            # offered): the revision's approval now stands behind it; the worker delivers it.
+            journal.record(
+                op,
+                "ledger.operation.revision_approved",
+                actor=actor,
+                reason=reason or f"revision {revision.number} approved",
+            )
+            return op
         if op.state != Op.PROPOSED:
-            raise ActionRefused(f"Revision {revision.number} already has a {op.state} CRM write.")
+            # A write of this revision that was sent (or is live) cannot be approved again under
+            # the same key: a cancelled write that was sent only exists for an enquiry that was
+            # closed (withdrawn) or revised, neither of which can be approved again.
+            raise ActionRefused(
+                f"Revision {revision.number} already has a {op.get_state_display().lower()} "
+                "CRM write that was sent; it cannot be approved again under the same key."
+            )
         if op.payload_hash != payload_hash(payload):
             op.payload = payload
             op.payload_hash = payload_hash(payload)
@@ -463,18 +490,26 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
 
 
 def cancel_operation(op_id, *, actor, reason) -> Operation:
+    """Stop an operation for good. The CRM write of an approved enquiry ends the enquiry too
+    (withdrawn: Rejected, not delivered), so that needs a reviewer's permission
+    (ledger.models.cancel_permission), checked under the lock."""
     reason = _reason(reason)
-    _require(actor, PERMISSIONS[CANCEL])
     with transaction.atomic():
         enquiry, op = _locked(op_id)
         _offer(op, CANCEL)
+        ends = op.ends_enquiry()
+        _require(actor, cancel_permission(op))
         op.held = False
         op.next_attempt_at = None
-        op.cancel(actor=actor, reason=reason)
+        op.cancel(actor=actor, reason=reason, evidence={"ends_enquiry": ends})
         op.save()
-        if op.action == "crm.create_enquiry" and enquiry.state == EnquiryState.APPROVED:
+        if ends:
             # The approved revision will not be delivered: nothing reached the CRM.
-            enquiry.withdraw(actor=actor, reason=reason, evidence={"operation": str(op.pk)})
+            enquiry.withdraw(
+                actor=actor,
+                reason=reason,
+                evidence={"operation": str(op.pk), "outcome": "delivery cancelled"},
+            )
             enquiry.save()
     return op
 

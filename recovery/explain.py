@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.utils import timezone
-from django.utils.formats import date_format
-
 from intake.models import EnquiryState as S
 from ledger.models import Op
-from recovery.words import ATTENTION, action_label
+from recovery import timefmt
+from recovery.words import ATTENTION, action_label, outcome_label
 
 WRITE_ACTIONS = ("crm.create_enquiry", "crm.close_enquiry", "notify.send")
 SYSTEM_NAMES = {"crm": "the CRM", "notify": "the notification provider"}
@@ -23,14 +21,21 @@ SYSTEM_NAMES = {"crm": "the CRM", "notify": "the notification provider"}
 def when(value) -> str:
     if value is None:
         return "an unknown time"
-    return date_format(timezone.localtime(value), "j M Y, H:i")
+    return timefmt.local(value)
 
 
 def system_name(op) -> str:
+    """The integration as a sentence names it ("the CRM"); capitalise with ``sentence``."""
     integration = op.integration
     if integration is None:
         return "the suggester"
     return SYSTEM_NAMES.get(integration.name, integration.get_name_display())
+
+
+def sentence(text: str) -> str:
+    """First letter up, the rest as written: "the CRM" -> "The CRM" (str.capitalize would
+    give "The crm")."""
+    return text[:1].upper() + text[1:]
 
 
 @dataclass
@@ -81,7 +86,7 @@ def external_change(op) -> str:
     if op.state == Op.CONFIRMED:
         ref = f" {op.external_id}" if op.external_id else ""
         what = action_label(op.action).lower()
-        return f"Yes. {system.capitalize()} holds record{ref} for this enquiry ({what})."
+        return f"Yes. {sentence(system)} holds record{ref} for this enquiry ({what})."
     if op.state == Op.UNKNOWN:
         sent = when(attempt.started_at) if attempt else "an unknown time"
         text = (
@@ -97,11 +102,11 @@ def external_change(op) -> str:
             return f"Yes, more than once: {system} holds more than one record for this reference."
         if kind == "invalid":
             msg = f": {op.last_error_message}" if op.last_error_message else ""
-            return f"No. {system.capitalize()} refused the request as invalid{status}{msg}."
+            return f"No. {sentence(system)} refused the request as invalid{status}{msg}."
         if kind == "auth":
-            return f"No. {system.capitalize()} refused Handover's credentials{status}."
+            return f"No. {sentence(system)} refused Handover's credentials{status}."
         attempts = f" on {calls} attempt{'s' if calls != 1 else ''}" if calls else ""
-        return f"No. {system.capitalize()} did not accept the request{status}{attempts}."
+        return f"No. {sentence(system)} did not accept the request{status}{attempts}."
     if op.state == Op.SUBMITTED:
         return f"In flight: a worker is calling {system} now (since {when(op.state_changed_at)})."
     if op.state == Op.CANCELLED:
@@ -119,8 +124,9 @@ def safe_now(op) -> str:
                 "by hand with its reference. Not there: retry (same idempotency key)."
             )
         return (
-            f"Reconcile now: it asks {system} for the record by reference and changes nothing "
-            "there. Do not retry first: a blind retry could create a second record."
+            f"Reconcile now: it asks {system} for the record by reference. "
+            f"{_not_found_consequence(op)} Do not retry first: a blind retry could create a "
+            "second record."
         )
     if op.state == Op.FAILED:
         if kind == "duplicate":
@@ -146,6 +152,11 @@ def safe_now(op) -> str:
         return "Nothing is needed. If it should not have happened, propose a compensation."
     if op.state == Op.SUBMITTED:
         return "Wait: the worker's answer decides. If it stays here, the sweeper reconciles it."
+    if op.state == Op.PROPOSED and _approved_by_revision(op):
+        return (
+            f"Nothing on the operation: it runs once a reviewer approves revision {op.revision} "
+            "of the enquiry (Approve revision), and not before."
+        )
     if op.state in (Op.PROPOSED, Op.APPROVED):
         return "Nothing yet: it runs when approved and when its integration is not paused."
     return "Nothing: this operation is finished."
@@ -171,6 +182,9 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         trying = "Get the missing information from the customer before review continues."
     elif state == S.REJECTED:
         trying = f"Nothing more: {enquiry.reference} was closed without delivery."
+        ended = outcome(enquiry, journal)
+        if ended:
+            trying += f" {ended}"
     else:
         trying = (
             f"Deliver revision {approved or enquiry.current_revision} of {enquiry.reference} to "
@@ -277,14 +291,20 @@ RUNBOOKS = {
 }
 
 
-def runbook_for_operation(op) -> str:
+def runbook_for_operation(op) -> str | None:
+    """The one runbook for the situation the operation is in now; None when nothing is wrong
+    (proposed, approved, in flight, confirmed, cancelled)."""
+    if op.state not in (Op.UNKNOWN, Op.FAILED):
+        if op.held:
+            return "pause-procedure"
+        return None
     kind = _failure_kind(op)
-    if op.action == "notify.send" and op.state != Op.UNKNOWN:
-        return "notification-failed"
     if op.attention == "access_denied" or op.action == "documents.extract":
         return "document-access"
-    if op.state == Op.UNKNOWN and kind != "lookup":
-        return "unknown-outcome"
+    if op.action == "notify.send" and op.state == Op.FAILED:
+        return "notification-failed"
+    if op.state == Op.UNKNOWN:
+        return "reconciliation-queue" if kind == "lookup" else "unknown-outcome"
     return {
         "lookup": "reconciliation-queue",
         "duplicate": "duplicate-records",
@@ -293,11 +313,148 @@ def runbook_for_operation(op) -> str:
     }.get(kind, "destination-unavailable")
 
 
-def runbook_for_enquiry(enquiry) -> str | None:
+def runbook_for_enquiry(enquiry, operations=()) -> str | None:
+    """The enquiry's runbook. Waiting on its CRM write, it is that write's runbook, so the page
+    never names two for one situation."""
     if enquiry.state == S.NEEDS_INFORMATION:
         return "needs-information"
-    if enquiry.state == S.SUBMISSION_UNKNOWN:
-        return "unknown-outcome"
+    if enquiry.state in (S.SUBMISSION_UNKNOWN, S.SUBMITTED, S.APPROVED):
+        for op in reversed(list(operations)):
+            if op.action == "crm.create_enquiry" and op.state in (Op.UNKNOWN, Op.FAILED):
+                return runbook_for_operation(op)
+        return "unknown-outcome" if enquiry.state == S.SUBMISSION_UNKNOWN else None
     if enquiry.state == S.READY_FOR_REVIEW and enquiry.category_id is None:
         return "unresolved-classification"
     return None
+
+
+# --- what a person's action will do, and what it did ----------------------------------------
+
+
+def _approved_by_revision(op) -> bool:
+    from ledger.policies import policy_for
+
+    try:
+        return policy_for(op).approved_by_revision
+    except KeyError:
+        return False
+
+
+def retry_advised(op) -> bool:
+    """False where the page says not to retry (refused as invalid or duplicates): no Retry
+    button there, not even a locked one."""
+    return _failure_kind(op) not in ("invalid", "duplicate")
+
+
+def _not_found_consequence(op) -> str:
+    integration = op.integration
+    system = system_name(op)
+    if integration is None:
+        return "Not found: it is run again (a read, safe to repeat)."
+    if not integration.supports_lookup:
+        return (
+            f"{sentence(system)} cannot be looked up: the operation waits in the reconciliation "
+            "queue for a person and nothing is sent."
+        )
+    settle = integration.settle_delay_seconds
+    after = f" once {settle:g} s have passed since the last attempt" if settle else ""
+    if integration.supports_idempotency_key:
+        return (
+            f"If {system} has no such record, the write is sent again with the same idempotency "
+            f"key{after}: that changes {system}."
+        )
+    return (
+        f"If {system} has no such record on two look-ups{after}, the write is sent again with "
+        f"the same reference ({system} ignores idempotency keys): that changes {system}."
+    )
+
+
+def reconcile_help(op) -> str:
+    """What "Reconcile now" will do, before the click, from the integration's capabilities."""
+    system = system_name(op)
+    reference = op.payload.get("reference") or op.enquiry.reference
+    return (
+        f"Asks {system} for the record by its reference {reference}. Found once: the operation "
+        "is confirmed with that record. Found more than once: it waits for a person. "
+        f"{_not_found_consequence(op)}"
+    )
+
+
+def cancel_help(op) -> str:
+    if op.ends_enquiry():
+        return (
+            f"Stops this write for good, and closes {op.enquiry.reference} as Rejected: its "
+            "approved revision will never be delivered. That is the enquiry's outcome, shown "
+            "with your reason. Nothing is sent; nothing at the destination is undone."
+        )
+    return ""
+
+
+@dataclass
+class ReconcileStatus:
+    requested_at: object
+    requested_by: str
+    pending: bool
+    steps: list[str]
+
+
+def reconcile_status(op, journal) -> ReconcileStatus | None:
+    """The latest "Reconcile now" on ``op`` and what followed it, from its journal and attempts:
+    pending until a look-up (and any write it led to) has an outcome."""
+    request = next(
+        (r for r in reversed(journal) if r.action == "recovery.operation.reconcile_requested"),
+        None,
+    )
+    if request is None:
+        return None
+    steps = []
+    for attempt in op.attempts.all():
+        if attempt.started_at < request.at:
+            continue
+        at = timefmt.local(attempt.started_at, date=False)
+        status = f" (HTTP {attempt.response_status})" if attempt.response_status else ""
+        if attempt.kind == "lookup":
+            steps.append(f"{at}: look-up: {outcome_label(attempt.outcome)}{status}")
+        elif attempt.ended_at is None:
+            steps.append(f"{at}: sent again with the same idempotency key: no answer yet")
+        else:
+            steps.append(
+                f"{at}: sent again with the same idempotency key: "
+                f"{outcome_label(attempt.outcome)}{status}"
+            )
+    pending = (op.state == Op.UNKNOWN and not op.attention) or op.state in (
+        Op.APPROVED,
+        Op.SUBMITTED,
+    )
+    return ReconcileStatus(
+        requested_at=request.at,
+        requested_by=request.actor.removeprefix("user:"),
+        pending=pending,
+        steps=steps,
+    )
+
+
+def outcome(enquiry, journal) -> str:
+    """How a closed enquiry ended, with who decided, when and why ("" while it is open)."""
+    if enquiry.state not in (S.REJECTED, S.CONFIRMED):
+        return ""
+    row = next(
+        (
+            r
+            for r in reversed(journal)
+            if r.subject_type == "intake.enquiry" and r.to_state == enquiry.state
+        ),
+        None,
+    )
+    if row is None:
+        return ""
+    who = row.actor.removeprefix("user:")
+    at = when(row.at)
+    if row.action == "intake.enquiry.withdraw":
+        return (
+            f"Rejected: {who} cancelled its delivery to the CRM at {at}, which closed it. "
+            f"Reason: “{row.reason}”."
+        )
+    if enquiry.state == S.REJECTED:
+        return f"Rejected by {who} at {at}. Reason: “{row.reason}”."
+    return f"Confirmed at {at} ({who})."

@@ -42,6 +42,7 @@ from django.utils.functional import cached_property
 from intake.models import Enquiry, EnquiryState
 from ledger.models import Attempt, Integration, Op, Operation
 from ledger.policies import POLICIES
+from recovery import ownership
 from recovery.models import Queue, ResponsePolicy
 from recovery.words import CUSTOMER_AFFECTING_ACTIONS
 
@@ -128,6 +129,7 @@ def _shape(
         q_queue=Cast(queue, output_field=CharField()),
         q_since=since,
         q_owner=Coalesce(owner, policy_owner, output_field=IntegerField()),
+        q_policy_owner=policy_owner,
         q_integration=Cast(integration_name, output_field=CharField()),
         q_customer=Value(customer, output_field=IntegerField())
         if isinstance(customer, int)
@@ -264,7 +266,12 @@ def sources(filters: Filters, now: datetime, policies: Policies | None = None) -
     if filters.integration:
         selected = [qs.filter(q_integration=filters.integration) for qs in selected]
     if filters.mine:
-        selected = [qs.filter(q_owner=filters.user_id) for qs in selected]
+        # Mine: what I own directly, and what is in a queue I own (an item escalated away from
+        # me to the backup owner is still in my queue).
+        selected = [
+            qs.filter(Q(q_owner=filters.user_id) | Q(q_policy_owner=filters.user_id))
+            for qs in selected
+        ]
     if filters.owner == "none":
         selected = [qs.filter(q_owner__isnull=True) for qs in selected]
     elif filters.owner:
@@ -294,6 +301,7 @@ class Row:
     overdue: bool
     obj: object = None
     owner: object = None
+    owner_why: str = ""
     actions: list = field(default_factory=list)
 
     @property
@@ -451,7 +459,8 @@ def _group(
         params.append(now - period)
     policy_owner = policies.value(queue, integration_id, "owner_id")
     owner = f"COALESCE(owner_id, {_int(policy_owner)})"
-    if filters.mine:
+    if filters.mine and policy_owner != filters.user_id:
+        # Mine (as in sources()): owned directly, or the whole group when I own its queue.
         where.append(f"{owner} = {_int(filters.user_id)}")
     if filters.owner == "none":
         where.append(f"{owner} IS NULL")
@@ -718,6 +727,13 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
     return Page(rows=rows, number=number, count=count, size=size, more=more, further=further)
 
 
+_SUBJECT_TYPES = {
+    KIND_OPERATION: "ledger.operation",
+    KIND_ENQUIRY: "intake.enquiry",
+    KIND_INTEGRATION: "ledger.integration",
+}
+
+
 def attach(rows: list[Row], *, user=None):
     """Fetch the page's objects and owners: at most one query per kind, none per row."""
     keys = {
@@ -744,9 +760,20 @@ def attach(rows: list[Row], *, user=None):
         objects.update({(KIND_INTEGRATION, i.name): i for i in integrations})
     owner_ids = {r.owner_id for r in rows if r.owner_id}
     owners = get_user_model().objects.in_bulk(owner_ids) if owner_ids else {}
+    given = ownership.latest_handovers(
+        [
+            (_SUBJECT_TYPES[kind], str(getattr(o, "pk", "")))
+            for (kind, _), o in objects.items()
+            if getattr(o, "owner_id", None)
+        ]
+    )
     for row in rows:
         row.obj = objects.get((row.kind, row.key))
         row.owner = owners.get(row.owner_id)
+        if row.obj is not None and row.owner is not None:
+            direct = getattr(row.obj, "owner_id", None) == row.owner_id
+            handover = given.get((_SUBJECT_TYPES[row.kind], str(row.obj.pk)))
+            row.owner_why = ownership.owner_why(direct, [handover] if handover else [])
         if user is not None and row.obj is not None:
             row.actions = row_actions(row, user)
 

@@ -12,7 +12,7 @@ from intake.models import Enquiry
 from ledger import journal
 from ledger import services as ledger_services
 from ledger.models import Integration, Operation
-from recovery import ownership
+from recovery import ownership, timefmt
 from recovery import queue as work
 from recovery.models import Escalation
 
@@ -52,10 +52,11 @@ def escalate_overdue(now=None) -> int:
                     escalated_to=backup,
                 )
                 previous = subject.owner
+                due = timefmt.local(row["q_due"])
                 reason = (
-                    f"overdue since {row['q_due']:%Y-%m-%d %H:%M %Z}; handed to the backup owner"
+                    f"overdue since {due}; handed to the backup owner"
                     if backup
-                    else f"overdue since {row['q_due']:%Y-%m-%d %H:%M %Z}; no backup owner set"
+                    else f"overdue since {due}; no backup owner set"
                 )
                 if backup is not None and previous != backup:
                     if subject_type == "ledger.operation":
@@ -74,7 +75,11 @@ def escalate_overdue(now=None) -> int:
                     evidence={
                         "queue": row["q_queue"],
                         "due": row["q_due"].isoformat(),
-                        "from": previous.get_username() if previous else None,
+                        # Whom it was taken from: the person it was given to, else the
+                        # queue's owner (who owned it in effect).
+                        "from": (previous or (policy.owner if policy else None)).get_username()
+                        if (previous or (policy and policy.owner_id))
+                        else None,
                         "to": backup.get_username() if backup else None,
                     },
                 )

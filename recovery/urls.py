@@ -13,6 +13,7 @@ urlpatterns = [
     path("console/enquiries/", queue.enquiry_list, name="enquiries"),
     path("console/enquiries/<str:reference>/", items.enquiry_detail, name="enquiry"),
     path("console/operations/<uuid:op_id>/", items.operation_detail, name="operation"),
+    path("console/operations/<uuid:op_id>/card/", items.operation_card, name="op-card"),
     path("console/integrations/", integrations.integration_list, name="integrations"),
     path("console/integrations/<str:name>/pause/", integrations.pause, name="pause"),
     path("console/integrations/<str:name>/resume/", integrations.resume, name="resume"),

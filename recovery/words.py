@@ -51,12 +51,16 @@ OPERATOR_ACTIONS = {
 }
 
 ACTION_HELP = {
-    "reconcile": "Looks the record up at the destination by its reference. Changes nothing there.",
+    # The item page says exactly what follows for the operation's integration
+    # (recovery.explain.reconcile_help); this is the short form.
+    "reconcile": "Looks the record up at the destination by its reference. Not found: the "
+    "write is sent again with the same idempotency key.",
     "retry": "Sends the same approved request again with the same idempotency key.",
     "complete_by_hand": "You found or made the record yourself: give its reference at the "
     "destination. Nothing is sent.",
     "cancel": "Stops this operation for good. Nothing is sent; nothing at the destination is "
-    "undone.",
+    "undone. (Cancelling an approved enquiry's CRM write also closes the enquiry: its page "
+    "says so before the click.)",
     "compensate": "Proposes an operation that closes the record at the destination; it is "
     "approved like any write.",
     "approve": "Lets this operation run.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -24,8 +25,11 @@ def build(*, integration: str, started_at, finished_at, cases, run_id="", ran_by
 
 
 def render_html(report: dict, *, standalone: bool = True) -> str:
+    # The file is opened outside the console: its links to enquiries are absolute.
+    console_url = settings.CONSOLE_URL.rstrip("/") if standalone else ""
     return render_to_string(
-        "recovery/drill_report.html", {"report": report, "standalone": standalone}
+        "recovery/drill_report.html",
+        {"report": report, "standalone": standalone, "console_url": console_url},
     )
 
 

@@ -6,7 +6,7 @@ from django import template
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from recovery import diagram, words
+from recovery import diagram, timefmt, words
 
 register = template.Library()
 
@@ -116,3 +116,23 @@ def elapsed(attempt):
     if seconds < 120:
         return f"{seconds:.0f} s"
     return short_duration(attempt.ended_at - attempt.started_at)
+
+
+@register.filter
+def when(value, arg=""):
+    """A moment as the console shows every moment: local time, 24-hour, with its zone
+    ("1 Dec 2026, 14:05 GMT"). ``|when:"time"`` for the clock alone, ``|when:"seconds"`` with
+    seconds (the journal)."""
+    return timefmt.local(value, date=arg != "time", seconds=arg == "seconds")
+
+
+@register.filter
+def is_for(bound, action):
+    """Whether a refused form (``bound``, see recovery.views.actions.refused) is this action's."""
+    return bool(bound) and bound.get("action") == action
+
+
+@register.filter
+def references(value):
+    """ "HO-1, HO-2" (a drill case's enquiries) -> ["HO-1", "HO-2"]."""
+    return [part.strip() for part in str(value or "").split(",") if part.strip()]

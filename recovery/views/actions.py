@@ -1,8 +1,9 @@
 """Operator actions: POST only, a required reason, the role's permission, then a service.
 
 Order of refusals: GET -> 405; no permission for this action -> 403; no such item -> 404; no
-reason (or a bad field) -> a message, nothing changed; the state or policy does not allow it ->
-a message, nothing changed (the service re-checks under its row lock). Success -> a message.
+reason (or a bad field) -> the page again, 422, with what was typed kept and the field named;
+the state or policy does not allow it -> the page again, 409, input kept (the service re-checks
+under its row lock). Success -> a redirect to the card acted on, its message shown in that card.
 """
 
 from django.contrib import messages
@@ -16,18 +17,24 @@ from ledger import services as ledger_services
 from recovery import permissions
 from recovery.forms import CompleteByHandForm, EditForm, ReasonForm, ReassignForm
 from recovery.views.common import (
+    REFUSALS,
     console_view,
-    form_refused,
     get_enquiry_for_user,
     get_operation_for_user,
+    log,
     require,
-    run,
 )
+from recovery.views.items import ENQUIRY_TARGET, render_item
 from recovery.words import OPERATOR_ACTIONS
 
 # action -> (form, ledger service name, extra kwargs from the form, success message)
 OPERATION_ACTIONS = {
-    "reconcile": (ReasonForm, "reconcile_now", (), "Reconciliation started."),
+    "reconcile": (
+        ReasonForm,
+        "reconcile_now",
+        (),
+        "Reconciliation requested: the card shows the look-up's outcome when it is recorded.",
+    ),
     "retry": (ReasonForm, "retry_operation", (), "Retry queued with the same idempotency key."),
     "complete_by_hand": (
         CompleteByHandForm,
@@ -42,13 +49,44 @@ OPERATION_ACTIONS = {
 }
 
 
-def _operation_permission(op, action):
-    if action == "approve":
-        try:
-            return policies.policy_for(op).approve_permission
-        except KeyError:
-            return "ledger.recover_operation"
-    return permissions.OPERATION_PERMISSIONS[action]
+def op_target(op) -> str:
+    return f"op-{op.pk}"
+
+
+def refused(request, enquiry, *, target, action, form, status, message="", page="item"):
+    """The page the operator acted on, again: the form open, what they typed in it, each error
+    next to (and naming) its field, and the refusal in the card they acted in."""
+    bound = {
+        "target": target,
+        "action": action,
+        "data": form.data,
+        "errors": named_errors(form),
+        "message": message,
+    }
+    return render_item(
+        request,
+        enquiry,
+        page=page,
+        bound=bound,
+        edit_form=form if action == "edit" else None,
+        status=status,
+    )
+
+
+def named_errors(form) -> list[str]:
+    named = []
+    for name, errors in form.errors.items():
+        field = form.fields.get(name)
+        label = (field.label or name.replace("_", " ").capitalize()) if field else ""
+        for error in errors:
+            # The reason's own message already says what it is for.
+            named.append(error if name in ("reason", "__all__") else f"{label}: {error}")
+    return named
+
+
+def succeeded(request, url, target, done):
+    messages.success(request, done, extra_tags=f"at-{target}")
+    return redirect(url)
 
 
 @require_POST
@@ -56,30 +94,40 @@ def _operation_permission(op, action):
 def operation_action(request, op_id, action):
     op = get_operation_for_user(request.user, op_id)
     label = OPERATOR_ACTIONS[action][0].lower()
-    require(request.user, _operation_permission(op, action), label)
-    back = reverse("recovery:enquiry", args=[op.enquiry.reference]) + f"?op={op.pk}#op-{op.pk}"
+    try:
+        permission = policies.permission_for(op, action)
+    except KeyError:
+        permission = "ledger.recover_operation"
+    require(request.user, permission, label)
+    target = op_target(op)
+    back = reverse("recovery:enquiry", args=[op.enquiry.reference]) + f"?op={op.pk}#{target}"
     form_class, service_name, extra, done = OPERATION_ACTIONS[action]
     form = form_class(request.POST)
+    context = {"request": request, "enquiry": op.enquiry, "target": target, "action": action}
     if not form.is_valid():
-        return form_refused(request, form, back)
+        return refused(**context, form=form, status=422)
     try:
         possible = policies.state_allows(op)
     except KeyError:
         possible = []
     if action not in possible:
-        messages.error(
-            request, f"You cannot {label} an operation that is {op.get_state_display()}."
+        message = f"You cannot {label} an operation that is {op.get_state_display()}."
+        return refused(**context, form=form, status=409, message=message)
+    if action == "cancel" and op.ends_enquiry():
+        done = (
+            f"Cancelled. Nothing will be sent; {op.enquiry.reference} is closed as Rejected "
+            "(not delivered), with your reason."
         )
-        return redirect(back)
     kwargs = {name: form.cleaned_data[name] for name in extra}
-    return run(
-        request,
-        back,
-        lambda: getattr(ledger_services, service_name)(
+    try:
+        getattr(ledger_services, service_name)(
             op.pk, actor=request.user, reason=form.cleaned_data["reason"], **kwargs
-        ),
-        done,
-    )
+        )
+    except REFUSALS as exc:
+        log.info("refused %s by %s: %s", request.path, request.user, exc)
+        message = str(exc) or "That is not possible in the item's current state."
+        return refused(**context, form=form, status=409, message=message)
+    return succeeded(request, back, target, done)
 
 
 ENQUIRY_DONE = {
@@ -105,6 +153,8 @@ def enquiry_action(request, reference, action):
     back = request.POST.get("next", "")
     if not back.startswith("/console/") or "//" in back:
         back = reverse("recovery:enquiry", args=[reference])
+    # The edit form lives on the review page: a refused edit comes back there.
+    page = "review" if back.startswith("/console/review/") or action == "edit" else "item"
     user = request.user
     if action == "edit":
         current = enquiry.revisions.filter(number=enquiry.current_revision).first()
@@ -113,20 +163,25 @@ def enquiry_action(request, reference, action):
         form = ReassignForm(request.POST)
     else:
         form = ReasonForm(request.POST)
+    context = {
+        "request": request,
+        "enquiry": enquiry,
+        "target": ENQUIRY_TARGET,
+        "action": action,
+        "page": page,
+    }
     if not form.is_valid():
-        return form_refused(request, form, back)
+        return refused(**context, form=form, status=422)
     if action not in permissions.enquiry_actions(enquiry, user):
-        messages.error(
-            request, f"You cannot {label} an enquiry that is {enquiry.get_state_display()}."
-        )
-        return redirect(back)
+        message = f"You cannot {label} an enquiry that is {enquiry.get_state_display()}."
+        return refused(**context, form=form, status=409, message=message)
     reason = form.cleaned_data["reason"]
     if action == "edit":
         fields = form.changed_fields()
         category = form.cleaned_data.get("category")
         if not fields and (category is None or (current and category == current.category)):
-            messages.error(request, "Nothing changed: no new revision was made.")
-            return redirect(back)
+            message = "Nothing changed: no new revision was made. Change a field, then save."
+            return refused(**context, form=form, status=422, message=message)
 
         def call():
             intake_services.revise_enquiry(
@@ -152,4 +207,10 @@ def enquiry_action(request, reference, action):
         def call():
             service(enquiry.pk, actor=user, reason=reason)
 
-    return run(request, back, call, ENQUIRY_DONE[action])
+    try:
+        call()
+    except REFUSALS as exc:
+        log.info("refused %s by %s: %s", request.path, request.user, exc)
+        message = str(exc) or "That is not possible in the enquiry's current state."
+        return refused(**context, form=form, status=409, message=message)
+    return succeeded(request, f"{back}#actions", ENQUIRY_TARGET, ENQUIRY_DONE[action])

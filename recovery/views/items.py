@@ -1,5 +1,6 @@
 """The item page: one enquiry and all its operations, answered in plain words."""
 
+from django.contrib import messages
 from django.db.models import Prefetch
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -9,7 +10,7 @@ from django.views.decorators.http import require_GET
 from intake.models import IntakeEvent
 from intake.services import customer_matches
 from ledger import policies
-from ledger.models import Attempt, JournalEntry, Operation
+from ledger.models import Attempt, JournalEntry, Op, Operation
 from recovery import explain, ownership, permissions
 from recovery.forms import EditForm, people
 from recovery.views.common import (
@@ -50,22 +51,84 @@ def _visited(journal, subject_type, subject_id=None):
     return states
 
 
+# Where a message about an enquiry-level action is shown (the Decide / actions card).
+ENQUIRY_TARGET = "enquiry"
+
+
 def _locked_actions(op, allowed):
-    """Actions the state allows that this person may not take, with the reason why."""
+    """Actions the state allows that this person may not take, with the reason why.
+
+    Retry is not offered at all (locked or not) where the page says not to retry: a refusal as
+    invalid, refused credentials, duplicates (explain.retry_advised).
+    """
     try:
         possible = policies.state_allows(op)
     except KeyError:
         return []
-    return [
-        (action, "needs the recovery permission (an admin can grant it)")
-        if OPERATOR_ACTIONS.get(action, ("", False))[1]
-        else (action, "needs a coordinator")
-        for action in possible
-        if action not in allowed
+    locked = []
+    for action in possible:
+        if action in allowed:
+            continue
+        if action == "retry" and not explain.retry_advised(op):
+            continue
+        if action == "cancel" and op.ends_enquiry():
+            why = "it ends the enquiry: a reviewer's decision"
+        elif OPERATOR_ACTIONS.get(action, ("", False))[1]:
+            why = "needs the recovery permission, which an admin can grant"
+        else:
+            why = "needs a coordinator"
+        locked.append((action, why))
+    return locked
+
+
+def _placed_messages(request):
+    """Messages for one card ("at-<target>" tags): shown in that card, not at the page top."""
+    placed = {}
+    for message in messages.get_messages(request):
+        tags = message.extra_tags or ""
+        if tags.startswith("at-"):
+            placed.setdefault(tags.removeprefix("at-"), []).append(message)
+    return placed
+
+
+def decorate(op, user, journal, *, bound=None, placed=None):
+    """What the op card shows: actions, runbook, plain words, owner, reconcile progress."""
+    op.allowed = permissions.operation_actions(op, user)
+    op.locked = _locked_actions(op, op.allowed)
+    op.runbook = explain.runbook_for_operation(op)
+    op.runbook_title = explain.RUNBOOKS.get(op.runbook or "")
+    op.visited = _visited(journal, "ledger.operation", str(op.pk))
+    op.explain_changed = explain.external_change(op)
+    op.explain_safe = explain.safe_now(op)
+    op.journal = [row for row in journal if row.subject_id == str(op.pk)]
+    op.reconcile_status = explain.reconcile_status(op, op.journal)
+    op.polling = bool(
+        (op.reconcile_status and op.reconcile_status.pending) or op.state == Op.SUBMITTED
+    )
+    queue = ownership.operation_queue(op)
+    op.policy = ownership.policy_for(queue, op.integration_id) if queue else None
+    op.due = ownership.due(op.state_changed_at, op.policy)
+    op.effective_owner = ownership.effective_owner(op.owner, op.policy, op.journal)
+    op.help = {
+        "reconcile": explain.reconcile_help(op),
+        "cancel": explain.cancel_help(op),
+    }
+    op.forms = [
+        {
+            "action": a,
+            "url": reverse(f"recovery:op-{OP_SEGMENTS[a]}", args=[op.pk]),
+            "help": op.help.get(a, ""),
+        }
+        for a in op.allowed
     ]
+    target = f"op-{op.pk}"
+    op.target = target
+    op.bound = bound if bound and bound["target"] == target else None
+    op.messages = (placed or {}).get(target, [])
+    return op
 
 
-def item_context(request, enquiry):
+def item_context(request, enquiry, *, bound=None):
     user = request.user
     revisions = list(
         enquiry.revisions.select_related("created_by", "approved_by", "category").order_by("number")
@@ -82,26 +145,34 @@ def item_context(request, enquiry):
         .select_related("actor_user")
         .order_by("at", "id")
     )
+    placed = _placed_messages(request)
     for op in operations:
-        op.allowed = permissions.operation_actions(op, user)
-        op.locked = _locked_actions(op, op.allowed)
-        op.runbook = explain.runbook_for_operation(op)
-        op.runbook_title = explain.RUNBOOKS[op.runbook]
-        op.visited = _visited(journal, "ledger.operation", str(op.pk))
-        op.explain_changed = explain.external_change(op)
-        op.explain_safe = explain.safe_now(op)
-        op.journal = [row for row in journal if row.subject_id == str(op.pk)]
-        queue = ownership.operation_queue(op)
-        op.policy = ownership.policy_for(queue, op.integration_id) if queue else None
-        op.due = ownership.due(op.state_changed_at, op.policy)
-        op.forms = [
-            {"action": a, "url": reverse(f"recovery:op-{OP_SEGMENTS[a]}", args=[op.pk])}
-            for a in op.allowed
-        ]
-    enquiry_runbook = explain.runbook_for_enquiry(enquiry)
+        decorate(op, user, journal, bound=bound, placed=placed)
+    enquiry_runbook = explain.runbook_for_enquiry(enquiry, operations)
     enquiry_actions = permissions.enquiry_actions(enquiry, user)
     queue = ownership.enquiry_queue(enquiry)
     policy = ownership.policy_for(queue) if queue else None
+    enquiry_owner = ownership.effective_owner(
+        enquiry.owner, policy, [r for r in journal if r.subject_type == "intake.enquiry"]
+    )
+    # Waiting on its CRM write, the enquiry is that write's row in the queue: one item, one
+    # owner (the write's), and it is reassigned there.
+    delivering = next(
+        (
+            op
+            for op in reversed(operations)
+            if op.action == "crm.create_enquiry" and op.state in (Op.UNKNOWN, Op.FAILED)
+        ),
+        None,
+    )
+    if delivering is not None:
+        enquiry_owner = ownership.Owner(
+            delivering.effective_owner.user,
+            f"{delivering.effective_owner.why}; owner of its CRM write"
+            if delivering.effective_owner.user
+            else "",
+        )
+        enquiry_actions = [a for a in enquiry_actions if a != "assign"]
     return {
         "enquiry": enquiry,
         "revision": current,
@@ -128,16 +199,47 @@ def item_context(request, enquiry):
         "now": timezone.now(),
         "preselect": request.GET.get("action", ""),
         "edited_by_me": bool(current and current.created_by_id == user.pk),
+        "enquiry_bound": bound if bound and bound["target"] == ENQUIRY_TARGET else None,
+        "enquiry_messages": placed.get(ENQUIRY_TARGET, []),
+        "enquiry_owner": enquiry_owner,
+        "outcome": explain.outcome(enquiry, journal),
+        "messages_placed": True,
     }
+
+
+def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, status=200):
+    """The item page (or the review page) of ``enquiry``; ``bound``: a refused form to show
+    again, open, with what was typed and its errors (recovery.views.actions.refused)."""
+    context = item_context(request, enquiry, bound=bound)
+    context["edit_form"] = edit_form or EditForm(revision=context["revision"])
+    if bound:
+        context["preselect"] = bound["action"]
+    template = "recovery/item.html"
+    if page == "review":
+        template = "recovery/review_item.html"
+        context["suggestion"] = next(
+            (s for s in context["suggestions"] if s.revision == enquiry.current_revision),
+            context["suggestions"][0] if context["suggestions"] else None,
+        )
+    return render(request, template, context, status=status)
 
 
 @require_GET
 @console_view
 def enquiry_detail(request, reference):
     enquiry = get_enquiry_for_user(request.user, reference)
-    context = item_context(request, enquiry)
-    context["edit_form"] = EditForm(revision=context["revision"])
-    return render(request, "recovery/item.html", context)
+    return render_item(request, enquiry)
+
+
+@require_GET
+@console_view
+def operation_card(request, op_id):
+    """One operation's card alone: htmx polls it while a reconcile or a call is in flight, and
+    swaps it in place when the outcome is recorded."""
+    op = get_operation_for_user(request.user, op_id)
+    context = item_context(request, op.enquiry)
+    card = next(o for o in context["operations"] if o.pk == op.pk)
+    return render(request, "recovery/_op_card.html", {**context, "op": card})
 
 
 @require_GET
@@ -155,10 +257,4 @@ def operation_detail(request, op_id):
 def review_detail(request, reference):
     require(request.user, "intake.review_enquiry", "review enquiries")
     enquiry = get_enquiry_for_user(request.user, reference)
-    context = item_context(request, enquiry)
-    context["edit_form"] = EditForm(revision=context["revision"])
-    context["suggestion"] = next(
-        (s for s in context["suggestions"] if s.revision == enquiry.current_revision),
-        context["suggestions"][0] if context["suggestions"] else None,
-    )
-    return render(request, "recovery/review_item.html", context)
+    return render_item(request, enquiry, page="review")

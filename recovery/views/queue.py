@@ -33,12 +33,22 @@ def record_visit(user, queues):
     )
 
 
+def inspected_queues(page, filters) -> list[str]:
+    """The queues this page counts as inspected: those with an item on it that this person may
+    act on (opening the queue page is not inspecting every queue), and a queue opened alone
+    and found empty (nothing in it was left unseen)."""
+    seen = {row.queue for row in page.rows if getattr(row, "actions", None)}
+    if filters.queue and page.count == 0:
+        seen.add(filters.queue)
+    return sorted(seen)
+
+
 @require_GET
 @console_view
 def queue(request):
     filters = work.Filters.from_request(request)
     page = work.page(filters, _page_number(request), user=request.user)
-    record_visit(request.user, filters.queues())
+    record_visit(request.user, inspected_queues(page, filters))
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -95,7 +105,7 @@ def review_list(request):
     count = qs.count()
     number = _page_number(request)
     start = (number - 1) * REVIEW_PAGE_SIZE
-    record_visit(request.user, [Queue.REVIEW])
+    record_visit(request.user, [Queue.REVIEW])  # only reviewers reach this page
     return render(
         request,
         "recovery/review_list.html",

@@ -128,7 +128,7 @@ def test_illegal_list_covers_every_state_and_transition():
         ("ready_for_review", "reject", "nobody"),
         ("validated", "request_information", "model"),
         ("approved", "submit", "admin"),
-        ("approved", "withdraw", "reviewer"),
+        ("approved", "withdraw", "coordinator"),  # ending an enquiry is a reviewer's call
         ("submitted", "confirm", "model"),
         ("approved", "revise", "system"),
     ],

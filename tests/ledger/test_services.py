@@ -316,7 +316,8 @@ def test_person_actions_need_a_reason_and_the_right_state(
     enquiry, op = approved_enquiry()
     run_queue()
     assert refreshed(op).state == Op.FAILED
-    assert services.allowed_actions(op, coordinator) == ["complete_by_hand", "cancel", "reassign"]
+    # Cancelling the write would close the approved enquiry: a reviewer's decision (issue 19).
+    assert services.allowed_actions(op, coordinator) == ["complete_by_hand", "reassign"]
     assert "retry" in services.allowed_actions(op, admin)
     with pytest.raises(services.ActionRefused):
         services.retry_operation(op.pk, actor=admin, reason=" ")
@@ -341,7 +342,10 @@ def test_complete_by_hand_and_cancel(approved_enquiry, sandbox, run_queue, make_
     services.complete_by_hand(op1.pk, actor=coordinator, reason="typed in", external_id="CRM-9")
     services.reassign_operation(op2.pk, actor=coordinator, reason="mine", owner=coordinator)
     assert refreshed(op2).owner == coordinator
-    services.cancel_operation(op2.pk, actor=coordinator, reason="customer withdrew")
+    with pytest.raises(PermissionDenied):  # it would close the enquiry: a reviewer decides
+        services.cancel_operation(op2.pk, actor=coordinator, reason="customer withdrew")
+    assert refreshed(op2).state == Op.FAILED
+    services.cancel_operation(op2.pk, actor=make_user("reviewer"), reason="customer withdrew")
     first.refresh_from_db()
     second.refresh_from_db()
     assert (refreshed(op1).state, op1.external_id, first.state) == (

@@ -81,7 +81,7 @@ def chromium():
 
 @pytest.fixture
 def page(chromium, live_server):
-    context = chromium.new_context(viewport={"width": 1360, "height": 900}, locale="en-GB")
+    context = chromium.new_context(viewport={"width": 1440, "height": 900}, locale="en-GB")
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     page.base = live_server.url
@@ -167,13 +167,89 @@ def test_reviewer_approves_and_the_crm_record_appears(
     assert enquiry.state == EnquiryState.CONFIRMED
 
 
+# No character a browser may break a line at: one word about 9,000 px long.
+LONG_URL = "https://crm.example.org/enquiries/" + "TEST001x" * 150
+HOSTILE = '<script>alert("x")</script> “quoted” ' + "Ä" * 40
+
+
+def page_width(page) -> int:
+    return page.evaluate("document.documentElement.scrollWidth")
+
+
+def test_a_long_unbroken_reason_does_not_widen_the_item_page(page, story, make_user):
+    # Issue 19, defect 6: a reason holding a URL made the page 15,000 px wide.
+    from ledger.services import reassign_operation
+
+    coordinator = make_user("coordinator", username="casey")
+    op = story.operation("unknown", attention="lookup_failed")
+    reassign_operation(op.pk, actor=coordinator, reason=LONG_URL, owner=coordinator)
+    login(page, coordinator.username)
+    page.goto(page.base + f"/console/enquiries/{op.enquiry.reference}/")
+    page.get_by_text("Journal").first.wait_for()
+    assert "TEST001xTEST001x" in page.content()
+    assert page_width(page) <= 1440
+
+
+def test_reconcile_result_shows_in_the_card_and_updates_in_place(page, story, make_user):
+    # Issue 19, defects 4 and 5: the result where the operator acted, a pending state, and the
+    # card updated by htmx (no reload) when the look-up's outcome is recorded.
+    from django.utils import timezone
+
+    from ledger import execution
+    from ledger.connectors.base import LookupResult
+    from ledger.models import Integration
+
+    Integration.objects.filter(name="crm").update(settle_delay_seconds=0)
+    coordinator = make_user("coordinator", username="casey")
+    op = story.operation("unknown")
+    login(page, coordinator.username)
+    page.goto(page.base + f"/console/enquiries/{op.enquiry.reference}/?op={op.pk}")
+    card = page.locator(f"#op-{op.pk}")
+    card.locator("summary", has_text="Reconcile now").click()
+    form = page.locator(f"#act-{op.pk}-reconcile")
+    assert "the write is sent again with the same idempotency key" in form.inner_text()
+    form.locator("textarea[name=reason]").fill("customer rang; " + LONG_URL)
+    form.get_by_role("button", name="Reconcile now").click()
+
+    message = card.locator(".messages.in-card")
+    message.wait_for()
+    box = message.bounding_box()
+    assert box is not None and 0 <= box["y"] <= 900 - box["height"], box  # in sight
+    assert "Reconciling, started" in card.inner_text()
+    assert page_width(page) <= 1440
+
+    op.refresh_from_db()
+    execution.record_lookup(
+        op.pk,
+        LookupResult(found=[{"id": "CRM-4242"}], status=200),
+        None,
+        actor="system:tests",
+        started=timezone.now(),
+        seen_attempts=op.attempt_count,
+    )
+    card.get_by_text("Reconciled", exact=True).wait_for()  # swapped in by htmx, no reload
+    assert "look-up: record found" in card.inner_text()
+    assert card.locator(".badge").first.inner_text() == "Confirmed"
+
+
 def test_screenshots_of_the_queue_item_page_and_dashboard(page, monkeypatch):
     from io import StringIO
 
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
+
+    from ledger.services import reassign_operation
 
     monkeypatch.setenv("DEMO_PASSWORD", "demo-pass-for-screenshots")
     call_command("seed_demo", stdout=StringIO())
+    # Long and hostile values where people type them: a reason holding a URL and markup.
+    crm_write = Operation.objects.get(enquiry__reference="TEST-001", action="crm.create_enquiry")
+    reassign_operation(
+        crm_write.pk,
+        actor=get_user_model().objects.get(username="admin"),
+        reason=f"{HOSTILE} see {LONG_URL}",
+        owner=crm_write.owner,
+    )
     login(page, "coordinator", "demo-pass-for-screenshots")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shots = {
@@ -185,6 +261,7 @@ def test_screenshots_of_the_queue_item_page_and_dashboard(page, monkeypatch):
         page.goto(page.base + url)
         assert page.locator("main.page").is_visible()
         assert "Traceback" not in page.content()
+        assert page_width(page) <= 1440, name
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
     for name in shots:
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 10_000

@@ -12,13 +12,14 @@ LOGIN = 302  # anonymous people are sent to the login page
 ALL = {None: LOGIN, "coordinator": 200, "reviewer": 200, "admin": 200}
 REVIEWERS = {None: LOGIN, "coordinator": 403, "reviewer": 200, "admin": 200}
 GET_ONLY = {None: LOGIN, "coordinator": 405, "reviewer": 405, "admin": 405}
-# An action POSTed with no reason: refused with a message and a redirect (302) when the role may
-# act, 403 when it may not.
-TRIAGE = {None: LOGIN, "coordinator": 302, "reviewer": 403, "admin": 302}
-RECOVER = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 302}
-APPROVE = {None: LOGIN, "coordinator": 403, "reviewer": 302, "admin": 302}
-REVIEW = {None: LOGIN, "coordinator": 403, "reviewer": 302, "admin": 302}
-ASSIGN = {None: LOGIN, "coordinator": 302, "reviewer": 302, "admin": 302}
+# An operator action POSTed with no reason: the page again with the form open and the field
+# named (422) when the role may act, 403 when it may not.
+TRIAGE = {None: LOGIN, "coordinator": 422, "reviewer": 403, "admin": 422}
+RECOVER = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 422}
+APPROVE = {None: LOGIN, "coordinator": 403, "reviewer": 422, "admin": 422}
+REVIEW = {None: LOGIN, "coordinator": 403, "reviewer": 422, "admin": 422}
+ASSIGN = {None: LOGIN, "coordinator": 422, "reviewer": 422, "admin": 422}
+# Integration actions still answer a refusal with a message and a redirect (302).
 ADMIN_ONLY = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 302}
 POST_ONLY = GET_ONLY
 
@@ -32,6 +33,8 @@ MATRIX = {
         "GET": {None: LOGIN, "coordinator": 302, "reviewer": 302, "admin": 302},
         "POST": GET_ONLY,
     },
+    # One operation's card alone (htmx polls it while a reconcile is in flight).
+    "op-card": {"GET": ALL, "POST": GET_ONLY},
     "integrations": {"GET": ALL, "POST": GET_ONLY},
     "backlog": {"GET": ALL, "POST": GET_ONLY},
     "dashboard": {"GET": ALL, "POST": GET_ONLY},
@@ -49,7 +52,8 @@ MATRIX = {
     "op-complete": {"GET": POST_ONLY, "POST": TRIAGE},
     "op-cancel": {"GET": POST_ONLY, "POST": TRIAGE},
     "op-compensate": {"GET": POST_ONLY, "POST": RECOVER},
-    # Approving a proposed CRM write needs intake.approve_revision (the policy's permission).
+    # The permission of the policy's approve (intake.approve_revision for a CRM write, which is
+    # then refused as a state: a revision's write is approved only with the revision).
     "op-approve": {"GET": POST_ONLY, "POST": APPROVE},
     "op-reassign": {"GET": POST_ONLY, "POST": TRIAGE},
     "enquiry-approve": {"GET": POST_ONLY, "POST": APPROVE},
@@ -119,7 +123,7 @@ def urls(story, people):
     }
     result = {}
     for name in MATRIX:
-        if name.startswith("op-"):
+        if name.startswith("op-") or name == "op-card":
             result[name] = reverse(f"recovery:{name}", args=[op.pk])
         elif name.startswith("enquiry-"):
             result[name] = reverse(f"recovery:{name}", args=[enquiry.reference])
