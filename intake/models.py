@@ -2,6 +2,8 @@ import secrets
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorField
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.utils import timezone
@@ -53,6 +55,22 @@ def new_reference() -> str:
     return "ENQ-" + "".join(secrets.choice(alphabet) for _ in range(8))
 
 
+# The words the console's enquiry search reads. "simple": no stemming and no stop words, so a
+# name, an e-mail address or a street is found as written, in any language.
+SEARCH_CONFIG = "simple"
+SEARCH_FIELDS = ("name", "email", "subject", "message")
+
+
+def search_document() -> SearchVector:
+    """The searched text as one tsvector (``Enquiry.search_vector``, computed by PostgreSQL)."""
+    return SearchVector(*SEARCH_FIELDS, config=SEARCH_CONFIG)
+
+
+def search_query(text: str) -> SearchQuery:
+    """What a person typed, read as a web search ("quoted phrase", -not, or): any input parses."""
+    return SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
+
+
 class Enquiry(ConcurrentTransitionMixin, models.Model):
     """One run of the workflow: a stable ID, its source event and everything decided about it."""
 
@@ -86,6 +104,13 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     # layers above have taken the receipt up (ledger.receipt: its suggestion, extractions and
     # acknowledgement proposed). A row still set long after receipt is work a lost task left.
     receipt_pending = models.BooleanField(default=False)
+    # The console's enquiry search. Stored, not an expression index: with an expression index
+    # PostgreSQL recomputes to_tsvector for every candidate row to filter it (6.7 s for a word
+    # in 148,000 of 200,000 enquiries, docs/benchmarks.md); stored, it reads the value. Written
+    # by PostgreSQL on every insert and update, so a purge's redaction leaves the search too.
+    search_vector = models.GeneratedField(
+        expression=search_document(), output_field=SearchVectorField(), db_persist=True
+    )
 
     class Meta:
         verbose_name_plural = "enquiries"
@@ -100,6 +125,8 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
                     state__in=["needs_information", "submission_unknown", "ready_for_review"]
                 ),
             ),
+            # The console's enquiry search (recovery.views.queue.search).
+            GinIndex(fields=["search_vector"], name="enquiry_search"),
             # ledger.sweeper: receipts not taken up yet (a handful at any time, none at rest).
             models.Index(
                 fields=["created_at"],

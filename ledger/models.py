@@ -107,16 +107,41 @@ class Integration(models.Model):
     def __str__(self):
         return self.get_name_display()
 
+    # What an admin may change (recovery's integration form lists the same; the token's value
+    # is never journalled). Pause state is not here: it has its own actions with a reason.
+    CONFIGURABLE = (
+        "base_url",
+        "token",
+        "owner",
+        "timeout_seconds",
+        "retry_budget",
+        "backoff_seconds",
+        "supports_lookup",
+        "supports_idempotency_key",
+        "settle_delay_seconds",
+    )
+    SECRET_FIELDS = ("token",)
+
     def clean(self):
-        # The same order config/checks.py enforces for the default: a call that can outlive the
-        # cluster's timeout is killed mid-flight, every time.
+        # The order config/checks.py enforces for the default: connector timeout < the
+        # cluster's timeout < its retry. A call that can outlive the cluster's timeout is killed
+        # mid-flight every time; a timeout that reaches the retry hands the same task to a
+        # second worker while the first still runs.
         cluster_timeout = settings.Q_CLUSTER.get("timeout")
+        retry = settings.Q_CLUSTER.get("retry")
+        if self.timeout_seconds is not None and self.timeout_seconds <= 0:
+            raise ValidationError({"timeout_seconds": "Must be more than 0 s."})
         if cluster_timeout is not None and self.timeout_seconds >= cluster_timeout:
             raise ValidationError(
                 {
                     "timeout_seconds": f"Must be shorter than the workers' timeout "
-                    f"(Q_TIMEOUT={cluster_timeout}s), or every slow call is killed mid-flight."
+                    f"(Q_TIMEOUT={cluster_timeout} s), or every slow call is killed mid-flight."
                 }
+            )
+        if cluster_timeout is not None and retry is not None and cluster_timeout >= retry:
+            raise ValidationError(
+                f"The workers' timeout (Q_TIMEOUT={cluster_timeout} s) must be shorter than "
+                f"their retry (Q_RETRY={retry} s): fix the environment, then save again."
             )
 
 

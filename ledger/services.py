@@ -48,6 +48,7 @@ __all__ = [
     "cancel_operation",
     "compensate",
     "complete_by_hand",
+    "configure_integration",
     "nudge_enquiry",
     "pause_integration",
     "propose_receipt_work",
@@ -568,6 +569,49 @@ def reassign_operation(op_id, *, actor, reason, owner) -> Operation:
             },
         )
     return op
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+def _shown(row, name):
+    """A field's value for the journal: a person by username, never a secret's value."""
+    value = getattr(row, name)
+    if isinstance(value, AbstractBaseUser):
+        return value.get_username()
+    return value
+
+
+def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
+    """Change an integration's settings (``changes``: field -> new value, fields of
+    Integration.CONFIGURABLE only), validated as a whole, journalled field by field with the
+    value before and after; a secret is journalled as "changed", never its value."""
+    reason = _reason(reason)
+    _require(actor, "ledger.change_integration")
+    unknown = set(changes) - set(Integration.CONFIGURABLE)
+    if unknown:
+        raise ActionRefused(f"Not configurable here: {', '.join(sorted(unknown))}.")
+    with transaction.atomic():
+        row = Integration.objects.select_for_update().get(name=name)
+        diff = {}
+        for field, value in changes.items():
+            before = _shown(row, field)
+            setattr(row, field, value)
+            after = _shown(row, field)
+            if before == after:
+                continue
+            if field in Integration.SECRET_FIELDS:
+                diff[field] = "removed" if not after else ("set" if not before else "changed")
+            else:
+                diff[field] = {"from": before, "to": after}
+        if not diff:
+            raise ActionRefused(f"Nothing changed: {row}'s settings are as they were.")
+        row.full_clean()  # ValidationError: the view shows it on the field
+        row.save(update_fields=[*diff])
+        journal.record(
+            row, "ledger.integration.configured", actor=actor, reason=reason, evidence=diff
+        )
+    return row
 
 
 # --- pause, resume, backlog ---------------------------------------------------------------------

@@ -1,5 +1,9 @@
-from django.contrib import admin
+from datetime import timedelta
 
+from django.contrib import admin
+from django.db import models
+
+from recovery import durations
 from recovery.models import Escalation, QueueVisit, ResponsePolicy
 
 
@@ -10,10 +14,25 @@ class ResponsePolicyAdmin(admin.ModelAdmin):
         "integration",
         "owner",
         "backup_owner",
-        "response_period",
-        "review_cadence",
+        "respond_within",
+        "open_at_least_every",
     )
     list_filter = ("queue", "integration")
+    # Typed and shown as people write them ("4 h", "1 d 12 h"), not "1 day, 0:00:00".
+    formfield_overrides = {
+        models.DurationField: {
+            "form_class": durations.DurationField,
+            "minimum": timedelta(minutes=1),
+        }
+    }
+
+    @admin.display(description="respond within", ordering="response_period")
+    def respond_within(self, policy):
+        return durations.format_duration(policy.response_period)
+
+    @admin.display(description="open at least every", ordering="review_cadence")
+    def open_at_least_every(self, policy):
+        return durations.format_duration(policy.review_cadence)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

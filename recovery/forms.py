@@ -1,9 +1,15 @@
 """Operator-action forms: every one asks for a reason, which is written to the journal."""
 
+from datetime import timedelta
+
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.validators import URLValidator
 
 from intake.models import Category
+from ledger.models import Integration
+from recovery.durations import SecondsField
 
 ROLE_GROUPS = ("coordinator", "reviewer", "admin")
 
@@ -77,8 +83,133 @@ class EditForm(ReasonForm):
 
 
 class ReleaseForm(ReasonForm):
-    operations = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    """The held writes an admin chose, and whether they saw the summary and confirmed it.
+
+    No choice releases nothing: "release all" is ticking every row (the page's "select all"),
+    never the default of an empty form.
+    """
+
+    operations = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={
+            "required": "Tick the writes to release: nothing is released unless it is chosen.",
+            "invalid_choice": "A chosen write is no longer held (released or cancelled since): "
+            "look at the backlog again.",
+        },
+    )
+    confirmed = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, backlog=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["operations"].choices = [(str(op.pk), str(op.pk)) for op in backlog]
+
+
+# --- integration settings ---------------------------------------------------------------------
+# The fields an admin edits are ledger.Integration.CONFIGURABLE, in that order: the one place to
+# add one (a connector kind, a rate limit). A duration stored in seconds is listed in SECONDS
+# with its bounds, and is typed and shown as people write it; LABELS and HELP say it in words
+# (a field without them gets the model's verbose name).
+INTEGRATION_FIELDS = Integration.CONFIGURABLE
+SECONDS = {
+    # field: (minimum, maximum); the timeout's upper bound is Q_TIMEOUT (Integration.clean)
+    "timeout_seconds": (timedelta(milliseconds=100), None),
+    "backoff_seconds": (timedelta(0), timedelta(hours=1)),
+    "settle_delay_seconds": (timedelta(0), timedelta(hours=1)),
+}
+LABELS = {
+    "base_url": "Address (base URL)",
+    "token": "Access token",
+    "owner": "Owner",
+    "timeout_seconds": "Timeout per call",
+    "retry_budget": "Attempts before “failed”",
+    "backoff_seconds": "First retry after",
+    "supports_lookup": "Can look a record up by reference",
+    "supports_idempotency_key": "Honours the idempotency key",
+    "settle_delay_seconds": "Search lag (settle delay)",
+}
+HELP = {
+    "base_url": "Where the connector sends its requests (http or https).",
+    "token": "Leave empty to keep the current token. It is never shown or written to the journal.",
+    "owner": "Told when the destination refuses Handover's credentials.",
+    "timeout_seconds": "How long one call may take before its outcome is uncertain. Must be "
+    "shorter than the workers' timeout (Q_TIMEOUT={timeout} s).",
+    "retry_budget": "Calls made for a transient failure before it goes to a person.",
+    "backoff_seconds": "Doubles after each retry.",
+    "supports_lookup": "Off: an uncertain write goes to a person instead of being reconciled.",
+    "supports_idempotency_key": "Off: a write is retried only after two look-ups agree it is "
+    "not there.",
+    "settle_delay_seconds": "How long after a write the destination's search may still miss "
+    "it; a look-up that finds nothing is trusted only after this.",
+}
+
+
+class IntegrationForm(forms.ModelForm):
+    """An admin's edit of an integration's settings; saved by ledger.services, with a reason."""
+
+    reason = ReasonForm.base_fields["reason"]
+    remove_token = forms.BooleanField(required=False, label="Remove the token")
+
+    class Meta:
+        model = Integration
+        fields = INTEGRATION_FIELDS
+        labels = LABELS
+        widgets = {"token": forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})}
+        field_classes = {"base_url": forms.CharField}  # the scheme is checked in __init__
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        timeout = settings.Q_CLUSTER.get("timeout")
+        for name, field in self.fields.items():
+            if name in HELP:
+                field.help_text = HELP[name].format(timeout=timeout)
+        for name, (minimum, maximum) in SECONDS.items():
+            if name in self.fields:
+                old = self.fields[name]
+                self.fields[name] = SecondsField(
+                    label=old.label,
+                    help_text=old.help_text,
+                    minimum=minimum,
+                    maximum=maximum,
+                    error_messages={"required": f"Enter {old.label.lower()}, e.g. 10 s."},
+                )
+        if "base_url" in self.fields:
+            self.fields["base_url"].validators = [URLValidator(schemes=["http", "https"])]
+            self.fields["base_url"].widget.input_type = "url"
+            self.fields["base_url"].error_messages["invalid"] = (
+                "Enter the full address, starting http:// or https://."
+            )
+        if "retry_budget" in self.fields:
+            old = self.fields["retry_budget"]
+            self.fields["retry_budget"] = forms.IntegerField(
+                min_value=1, max_value=20, label=old.label, help_text=old.help_text
+            )
+        if "owner" in self.fields:
+            self.fields["owner"].queryset = people()
+            self.fields["owner"].empty_label = "(nobody)"
+            self.fields["owner"].label_from_instance = lambda user: user.get_username()
+        if "token" in self.fields:
+            self.fields["token"].required = False
+            self.initial["token"] = ""
+
+    def clean(self):
+        data = super().clean()
+        if self.cleaned_data.get("remove_token") and self.cleaned_data.get("token"):
+            self.add_error("token", "Either type a new token or remove it, not both.")
+        return data
+
+    def _post_clean(self):
+        # An empty token field means "keep it": put the stored value back before the model is
+        # validated, unless the admin asked to remove it.
+        if "token" in self.fields and not self.cleaned_data.get("token"):
+            keep = "" if self.cleaned_data.get("remove_token") else self.instance.token
+            self.cleaned_data["token"] = keep
+        super()._post_clean()
+
+    def changes(self) -> dict:
+        """Field -> new value for what the admin changed (the service journals each)."""
+        changed = {
+            name: self.cleaned_data[name] for name in self.changed_data if name in self._meta.fields
+        }
+        if self.cleaned_data.get("remove_token"):
+            changed["token"] = ""
+        return changed

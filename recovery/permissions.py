@@ -29,6 +29,8 @@ ENQUIRY_PERMISSIONS = {
     "reject": "intake.review_enquiry",
 }
 INTEGRATION_PERMISSION = "ledger.pause_integration"
+# Editing an integration's settings (address, token, timeouts, owner): admins.
+CONFIGURE_PERMISSION = "ledger.change_integration"
 # What the console pages need at least (every role has it).
 VIEW_PERMISSION = "intake.view_enquiry"
 

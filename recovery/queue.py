@@ -12,6 +12,7 @@ unknown/failed, integration, state_changed_at); enquiries through intake's parti
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -149,6 +150,8 @@ class Filters:
     overdue: bool = False
     mine: bool = False
     user_id: int | None = None
+    # A value in the address that names nothing: said on the page, never silently "all".
+    not_understood: list[str] = field(default_factory=list)
 
     @classmethod
     def from_request(cls, request) -> Filters:
@@ -156,13 +159,27 @@ class Filters:
         queue = get.get("state", "")
         integration = get.get("integration", "")
         owner = get.get("owner", "")
+        understood = {
+            # name: (is the value one we know?, what is shown instead)
+            "state": (queue in Queue.values, "all queues"),
+            "integration": (integration in dict(Integration.NAMES), "every system"),
+            "owner": (owner == "none" or re.fullmatch(r"[0-9]{1,9}", owner), "anyone"),
+            "overdue": (get.get("overdue") in ("1", "on"), "overdue or not"),
+            "mine": (get.get("mine") in ("1", "on"), "everyone's"),
+        }
+        not_understood = [
+            f"{name} “{get[name][:40]}” not understood; showing {instead}."
+            for name, (known, instead) in understood.items()
+            if get.get(name) and not known
+        ]
         return cls(
-            owner=owner if owner == "none" or owner.isdigit() else "",
-            queue=queue if queue in Queue.values else "",
-            integration=integration if integration in dict(Integration.NAMES) else "",
-            overdue=get.get("overdue") == "1",
-            mine=get.get("mine") == "1",
+            owner=owner if understood["owner"][0] else "",
+            queue=queue if understood["state"][0] else "",
+            integration=integration if understood["integration"][0] else "",
+            overdue=understood["overdue"][0],
+            mine=understood["mine"][0],
             user_id=request.user.pk,
+            not_understood=not_understood,
         )
 
     @property
@@ -690,7 +707,7 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
     count = _count(parts)
     more = count > COUNT_CAP
     count = min(count, COUNT_CAP)
-    if not more:
+    if not more:  # past the end: the last page (the view says so)
         number = min(number, max(1, -(-count // size)))
     number = max(1, number)
     start = (number - 1) * size

@@ -15,6 +15,11 @@ urlpatterns = [
     path("console/operations/<uuid:op_id>/", items.operation_detail, name="operation"),
     path("console/operations/<uuid:op_id>/card/", items.operation_card, name="op-card"),
     path("console/integrations/", integrations.integration_list, name="integrations"),
+    path(
+        "console/integrations/<str:name>/settings/",
+        integrations.integration_settings,
+        name="integration-settings",
+    ),
     path("console/integrations/<str:name>/pause/", integrations.pause, name="pause"),
     path("console/integrations/<str:name>/resume/", integrations.resume, name="resume"),
     path("console/integrations/<str:name>/backlog/", integrations.backlog, name="backlog"),

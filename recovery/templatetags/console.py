@@ -6,7 +6,7 @@ from django import template
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from recovery import diagram, timefmt, words
+from recovery import diagram, durations, timefmt, words
 
 register = template.Library()
 
@@ -61,7 +61,15 @@ def until(value):
 
 @register.filter
 def duration(value):
+    """An elapsed time, briefly ("2 d 4 h"): for ages, where minutes past a day do not matter."""
     return short_duration(value) if value is not None else ""
+
+
+@register.filter
+def period(value):
+    """A configured duration exactly as people write it ("1 h 30 min", "2.5 s"): a timedelta or
+    a number of seconds. The console's form fields read the same words (recovery.durations)."""
+    return durations.format_duration(value)
 
 
 @register.filter

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
-from functools import wraps
+import re
+from functools import cached_property, wraps
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
@@ -79,3 +81,56 @@ def form_refused(request, form, back: str):
         for error in errors:
             messages.error(request, error)
     return redirect(back)
+
+
+def int_param(query, name: str) -> int | None:
+    """``query[name]`` as a plain non-negative integer, or None if absent or not one.
+
+    ASCII digits only: ``str.isdigit()`` also accepts "²" and "٣", which ``int()`` then
+    refuses or reads as another number; nine digits at most, so nothing overflows a query.
+    """
+    value = query.get(name, "").strip()
+    return int(value) if re.fullmatch(r"[0-9]{1,9}", value) else None
+
+
+class CappedPaginator(Paginator):
+    """Django's Paginator counting at most ``cap`` rows: past a few thousand matches nobody
+    pages on, and an exact count of a large match walks every matching row."""
+
+    def __init__(self, object_list, per_page, *, cap: int):
+        super().__init__(object_list, per_page)
+        self.cap = cap
+
+    @cached_property
+    def counted(self) -> int:
+        # No ORDER BY: counting needs no order, and sorting every match is the slow part.
+        return self.object_list.order_by()[: self.cap + 1].count()
+
+    @cached_property
+    def count(self) -> int:
+        return min(self.counted, self.cap)
+
+    @property
+    def more(self) -> bool:
+        """More rows match than were counted."""
+        return self.counted > self.cap
+
+
+def paginate(request, object_list, per_page: int, *, cap: int = 10_000):
+    """The requested page of ``object_list`` and notes for a page number that was not usable.
+
+    A page past the end shows the last page, a page that is not a number the first, and each
+    says so: a silent page 1 looked like the list had changed.
+    """
+    paginator = CappedPaginator(object_list, per_page, cap=cap)
+    notes = []
+    raw = request.GET.get("page", "")
+    number = int_param(request.GET, "page")
+    if raw and (number is None or number < 1):
+        notes.append(f"Page “{raw[:40]}” not understood; showing page 1.")
+        number = 1
+    number = number or 1
+    if number > paginator.num_pages:
+        notes.append(f"There is no page {number}: showing the last page ({paginator.num_pages}).")
+        number = paginator.num_pages
+    return paginator.page(number), notes

@@ -1,18 +1,22 @@
 """Integrations: their state, pause and resume, and the backlog reviewed before release."""
 
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ledger import services as ledger_services
-from ledger.models import Integration
+from ledger.models import Integration, JournalEntry
+from recovery import durations
 from recovery import queue as work
 from recovery.explain import RUNBOOKS
-from recovery.forms import ReasonForm, ReleaseForm
+from recovery.forms import LABELS, SECONDS, IntegrationForm, ReasonForm, ReleaseForm
 from recovery.models import ResponsePolicy
-from recovery.permissions import INTEGRATION_PERMISSION
+from recovery.permissions import CONFIGURE_PERMISSION, INTEGRATION_PERMISSION
 from recovery.views.common import (
+    REFUSALS,
     console_view,
     form_refused,
     require,
@@ -40,6 +44,7 @@ def integration_list(request):
             "integrations": integrations,
             "policies": policies,
             "can_pause": request.user.has_perm(INTEGRATION_PERMISSION),
+            "can_configure": request.user.has_perm(CONFIGURE_PERMISSION),
             "pause_runbook": RUNBOOKS["pause-procedure"],
         },
     )
@@ -110,15 +115,34 @@ def backlog(request, name):
         {
             "integration": integration,
             "backlog": held,
-            "can_release": request.user.has_perm(INTEGRATION_PERMISSION),
+            # Writes can be chosen for release by an admin once the integration runs again.
+            "choose": request.user.has_perm(INTEGRATION_PERMISSION) and not integration.paused,
             "pause_runbook": RUNBOOKS["pause-procedure"],
         },
     )
 
 
+def release_summary(chosen) -> list[dict]:
+    """Per action: how many writes, the oldest and the newest held (what will be sent)."""
+    by_action = {}
+    for op in chosen:
+        by_action.setdefault(op.action, []).append(op)
+    return [
+        {
+            "action": action,
+            "count": len(ops),
+            "oldest": min(op.created_at for op in ops),
+            "newest": max(op.created_at for op in ops),
+        }
+        for action, ops in sorted(by_action.items())
+    ]
+
+
 @require_POST
 @console_view
 def release(request, name):
+    """Two steps: the chosen writes and a reason give a summary to confirm; the confirmation
+    (``confirmed``, the same choice and reason) releases them."""
     require(request.user, INTEGRATION_PERMISSION, "release a backlog")
     integration = _integration(name)
     back = reverse("recovery:backlog", args=[name])
@@ -129,12 +153,110 @@ def release(request, name):
     if integration.paused:
         messages.error(request, f"{integration} is still paused: resume it first.")
         return redirect(back)
-    chosen = form.cleaned_data["operations"] or None
+    wanted = set(form.cleaned_data["operations"])
+    chosen = [op for op in held if str(op.pk) in wanted]
+    if not form.cleaned_data["confirmed"]:
+        return render(
+            request,
+            "recovery/backlog_confirm.html",
+            {
+                "integration": integration,
+                "chosen": chosen,
+                "summary": release_summary(chosen),
+                "reason": form.cleaned_data["reason"],
+                "left": len(held) - len(chosen),
+                "pause_runbook": RUNBOOKS["pause-procedure"],
+            },
+        )
+    n = len(chosen)
     return run(
         request,
         back,
         lambda: ledger_services.release_backlog(
-            name, actor=request.user, reason=form.cleaned_data["reason"], operation_ids=chosen
+            name,
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+            operation_ids=[op.pk for op in chosen],
         ),
-        "Released: the held work runs now.",
+        f"Released {n} write{pluralize(n)}: they run now."
+        + (f" {len(held) - n} stay held." if len(held) > n else ""),
+    )
+
+
+def _label(field: str) -> str:
+    return LABELS.get(field, field.replace("_", " "))
+
+
+def _written(field: str, value) -> str:
+    """A journalled value in words: durations as people write them, nothing as "(none)"."""
+    if value is None or value == "":
+        return "(none)"
+    if field in SECONDS:
+        return durations.format_duration(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def settings_history(integration, limit=20) -> list[dict]:
+    """The last changes to the integration's settings: who, when, why, field by field."""
+    entries = JournalEntry.objects.filter(
+        subject_type="ledger.integration",
+        subject_id=str(integration.pk),
+        action="ledger.integration.configured",
+    ).order_by("-at", "-id")[:limit]
+    history = []
+    for entry in entries:
+        fields = []
+        for field, change in (entry.evidence or {}).items():
+            if isinstance(change, dict):
+                fields.append(
+                    (
+                        _label(field),
+                        _written(field, change.get("from")),
+                        _written(field, change.get("to")),
+                    )
+                )
+            else:  # a secret: "changed", "set" or "removed", never its value
+                fields.append((_label(field), None, f"{change}"))
+        history.append({"entry": entry, "fields": fields})
+    return history
+
+
+@require_http_methods(["GET", "POST"])
+@console_view
+def integration_settings(request, name):
+    """An admin edits an integration's settings; every change is journalled with a reason."""
+    require(request.user, CONFIGURE_PERMISSION, "change an integration's settings")
+    integration = _integration(name)
+    if request.method == "POST":
+        form = IntegrationForm(request.POST, instance=_integration(name))
+        if form.is_valid():
+            changes = form.changes()
+            try:
+                ledger_services.configure_integration(
+                    name, actor=request.user, reason=form.cleaned_data["reason"], changes=changes
+                )
+            except ValidationError as exc:  # changed by someone else since the form was read
+                for field, errors in exc.message_dict.items():
+                    for error in errors:
+                        form.add_error(field if field in form.fields else None, error)
+            except REFUSALS as exc:
+                form.add_error(None, str(exc))
+            else:
+                changed = ", ".join(_label(field).lower() for field in changes)
+                messages.success(request, f"{integration} settings saved ({changed}).")
+                return redirect(reverse("recovery:integrations") + f"#integration-{name}")
+    else:
+        form = IntegrationForm(instance=integration)
+    return render(
+        request,
+        "recovery/integration_settings.html",
+        {
+            "integration": integration,
+            "form": form,
+            "invalid": [field.label.lower() for field in form if field.errors],
+            "history": settings_history(integration),
+        },
+        status=400 if form.is_bound and form.errors else 200,
     )

@@ -1,25 +1,34 @@
 """The queue, the review queue and the enquiry search: lists, paged, constant queries."""
 
-from django.db.models import Count, OuterRef, Q, Subquery, Value
+from datetime import timedelta
+
+from django.db.models import (
+    Case,
+    Count,
+    DateTimeField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from intake.models import Enquiry, EnquiryState, Suggestion
+from intake.models import Enquiry, EnquiryState, Suggestion, search_query
 from ledger.models import Integration
 from recovery import queue as work
 from recovery.forms import people
 from recovery.models import Queue, QueueVisit
-from recovery.views.common import console_view, require
+from recovery.views.common import console_view, int_param, paginate, require
 
 REVIEW_PAGE_SIZE = 20
 SEARCH_PAGE_SIZE = 50
-
-
-def _page_number(request) -> int:
-    value = request.GET.get("page", "1")
-    return int(value) if value.isdigit() and 0 < int(value) < 100000 else 1
+MAX_QUEUE_PAGE = 100_000 // work.PAGE_SIZE  # as far as anyone pages: 100,000 rows
 
 
 def record_visit(user, queues):
@@ -47,17 +56,26 @@ def inspected_queues(page, filters) -> list[str]:
 @console_view
 def queue(request):
     filters = work.Filters.from_request(request)
-    page = work.page(filters, _page_number(request), user=request.user)
+    notes = list(filters.not_understood)
+    raw = request.GET.get("page", "")
+    number = int_param(request.GET, "page")
+    if raw and not number:
+        notes.append(f"Page “{raw[:40]}” not understood; showing page 1.")
+    elif number and number > MAX_QUEUE_PAGE:
+        # Past the count's cap the page is an OFFSET that every group reads up to.
+        notes.append(f"Page {number} is too far: showing page {MAX_QUEUE_PAGE}.")
+        number = MAX_QUEUE_PAGE
+    page = work.page(filters, number or 1, user=request.user)
+    if number and number > page.number:
+        notes.append(f"There is no page {number}: showing the last page ({page.number}).")
     record_visit(request.user, inspected_queues(page, filters))
-    query = request.GET.copy()
-    query.pop("page", None)
     return render(
         request,
         "recovery/queue.html",
         {
             "page": page,
             "filters": filters,
-            "query": query.urlencode(),
+            "notes": notes,
             "queues": [(q.value, q.label) for q in Queue if q != Queue.REVIEW],
             "integrations": Integration.NAMES,
             "owners": people(),
@@ -100,52 +118,103 @@ def review_list(request):
         )
         .order_by("state_changed_at", "pk")  # oldest first
     )
-    if request.GET.get("unresolved") == "1":
+    unresolved = request.GET.get("unresolved", "")
+    notes = []
+    if unresolved == "1":
         qs = qs.filter(category__isnull=True)
-    count = qs.count()
-    number = _page_number(request)
-    start = (number - 1) * REVIEW_PAGE_SIZE
+    elif unresolved:
+        notes.append(f"unresolved “{unresolved[:40]}” not understood; showing all.")
+    page, page_notes = paginate(request, qs, REVIEW_PAGE_SIZE)
     record_visit(request.user, [Queue.REVIEW])  # only reviewers reach this page
     return render(
         request,
         "recovery/review_list.html",
         {
-            "enquiries": list(qs[start : start + REVIEW_PAGE_SIZE]),
-            "count": count,
-            "number": number,
-            "has_next": start + REVIEW_PAGE_SIZE < count,
-            "unresolved_only": request.GET.get("unresolved") == "1",
+            "page": page,
+            "enquiries": list(page),
+            "count": page.paginator.count,
+            "notes": notes + page_notes,
+            "unresolved_only": unresolved == "1",
         },
     )
+
+
+REFERENCE_MATCHES = 20  # references that start the same: more means a longer prefix is needed
+
+
+def search(qs, q: str):
+    """(references that are ``q`` or start with it, the enquiries whose words match).
+
+    Two queries, so that each reads its index and the word matches keep a plain newest-first
+    order: for a common word PostgreSQL then walks the created_at index backwards and stops at
+    the page, for a rare one it reads ``enquiry_search`` and sorts the few. (One query ordered
+    "reference first, then newest" made it sort every match of a common word.) A reference is
+    upper case and people type it any way; its start is found with or without "ENQ-".
+    """
+    ref = q.upper()
+    by_reference = Q(reference__startswith=ref)
+    if not ref.startswith("ENQ-"):
+        by_reference |= Q(reference__startswith=f"ENQ-{ref}")
+    references = list(
+        qs.filter(by_reference)
+        .annotate(exact=Case(When(reference=ref, then=Value(0)), default=Value(1)))
+        .order_by("exact", "reference")[:REFERENCE_MATCHES]
+    )
+    words = (
+        qs.filter(search_vector=search_query(q))
+        .exclude(pk__in=[e.pk for e in references])
+        .order_by("-created_at", "pk")
+    )
+    return references, words
+
+
+def sorted_matches(words, page):
+    """The page's rows of a word search that matched fewer rows than the count's cap, read
+    from ``enquiry_search`` and sorted, never by walking the created_at index.
+
+    For a short page (one match, LIMIT 1) PostgreSQL otherwise expects to meet a match soon
+    walking created_at backwards and reads the whole table to find a rare one (600 ms at
+    200,000 enquiries, docs/benchmarks.md). A matched row count under the cap bounds the sort.
+    """
+    unindexed = ExpressionWrapper(F("created_at") + Value(timedelta(0)), DateTimeField())
+    start = (page.number - 1) * page.paginator.per_page
+    return words.order_by(unindexed.desc(), "pk")[start : start + page.paginator.per_page]
 
 
 @require_GET
 @console_view
 def enquiry_list(request):
-    """Find an enquiry by reference (or part of one), optionally by state; newest first."""
-    q = request.GET.get("q", "").strip()[:64]
+    """Find enquiries by reference (exact or its start, listed first) or by the words of their
+    name, e-mail, subject and message (PostgreSQL full-text search); optionally by state."""
+    # PostgreSQL refuses a NUL in any text it is sent.
+    q = request.GET.get("q", "").replace("\x00", "").strip()[:200]
     state = request.GET.get("state", "")
-    qs = Enquiry.objects.select_related("category", "owner").order_by("-created_at", "pk")
-    if q:
-        qs = qs.filter(Q(reference__iexact=q) | Q(reference__icontains=q))
+    qs = Enquiry.objects.select_related("category", "owner")
+    notes = []
     if state in EnquiryState.values:
         qs = qs.filter(state=state)
-    count = qs.count()
-    number = _page_number(request)
-    start = (number - 1) * SEARCH_PAGE_SIZE
-    query = request.GET.copy()
-    query.pop("page", None)
+    elif state:
+        notes.append(f"state “{state[:40]}” not understood; showing all.")
+    references = []
+    if q:
+        references, qs = search(qs, q)
+    else:
+        qs = qs.order_by("-created_at", "pk")
+    page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
+    if q and not page.paginator.more:
+        page.object_list = sorted_matches(qs, page)
     return render(
         request,
         "recovery/enquiry_list.html",
         {
-            "enquiries": list(qs[start : start + SEARCH_PAGE_SIZE]),
-            "count": count,
-            "number": number,
-            "has_next": start + SEARCH_PAGE_SIZE < count,
+            "page": page,
+            # The reference matches head the first page; the word matches are paged.
+            "enquiries": (references if page.number == 1 else []) + list(page),
+            "references": len(references),
+            "count": page.paginator.count + len(references),
+            "notes": notes + page_notes,
             "q": q,
             "state": state,
             "states": EnquiryState.choices,
-            "query": query.urlencode(),
         },
     )

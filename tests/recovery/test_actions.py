@@ -340,7 +340,10 @@ def test_pause_resume_review_release(story, client_for, integrations_rows):
     page = admin.get(reverse("recovery:backlog", args=["crm"])).content.decode()
     assert op.enquiry.reference in page
 
-    admin.post(release, {"reason": "checked three records", "operations": [str(op.pk)]})
+    admin.post(
+        release,
+        {"reason": "checked three records", "operations": [str(op.pk)], "confirmed": "1"},
+    )
     op.refresh_from_db()
     crm.refresh_from_db()
     assert not op.held and not crm.awaiting_backlog_review

@@ -36,6 +36,11 @@ MATRIX = {
     # One operation's card alone (htmx polls it while a reconcile is in flight).
     "op-card": {"GET": ALL, "POST": GET_ONLY},
     "integrations": {"GET": ALL, "POST": GET_ONLY},
+    # An admin's empty POST is a form shown again with its errors (400), nothing saved.
+    "integration-settings": {
+        "GET": {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 200},
+        "POST": {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 400},
+    },
     "backlog": {"GET": ALL, "POST": GET_ONLY},
     "dashboard": {"GET": ALL, "POST": GET_ONLY},
     # POST records a conclusion on a drill run (recovery.review_drillrun); none exists here.
@@ -116,6 +121,7 @@ def urls(story, people):
         "review-item": [enquiry.reference],
         "operation": [op.pk],
         "backlog": ["crm"],
+        "integration-settings": ["crm"],
         "pause": ["crm"],
         "resume": ["crm"],
         "release": ["crm"],
