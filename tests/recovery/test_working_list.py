@@ -242,3 +242,62 @@ def test_quick_views_are_links_with_query_strings(story, client_for, people):
     assert [r.key for r in rows] == [str(mine.pk)]
     crm_unknown = client.get("/console/?state=unknown&integration=crm").context["page"].rows
     assert len(crm_unknown) == 2
+
+
+# --- Review like a pull request ----------------------------------------------------------------
+
+
+def test_review_shows_revision_n_against_n_minus_1_and_the_next_opens(story, client_for, people):
+    from intake import services as intake_services
+
+    first = story.enquiry("ready_for_review", reference="ENQ-R1")
+    second = story.enquiry("ready_for_review", reference="ENQ-R2")
+    Enquiry = type(first)
+    Enquiry.objects.filter(pk=second.pk).update(state_changed_at=timezone.now())
+    intake_services.revise_enquiry(
+        first.pk,
+        actor=people["admin"],
+        reason="customer phoned with a number <b>call after 5</b>",
+        fields={"phone": "+44 7700 900123", "email": "new@example.org"},
+    )
+    client = client_for("reviewer")
+
+    page = client.get(reverse("recovery:review-item", args=["ENQ-R1"]))
+    html = page.content.decode()
+    assert "Revision 2 against revision 1" in html
+    assert "Edited by <strong>the-admin</strong>" in html
+    assert "customer phoned with a number &lt;b&gt;call after 5&lt;/b&gt;" in html
+    rows = {r["field"]: r for r in page.context["diff"]["rows"]}
+    assert rows["email"] == {
+        "field": "email",
+        "before": "resident@example.org",
+        "after": "new@example.org",
+        "changed": True,
+    }
+    assert rows["phone"]["changed"] and rows["phone"]["before"] == ""
+    assert not rows["message"]["changed"] and not rows["category"]["changed"]
+    assert "<del>resident@example.org</del>" in html and "<ins>new@example.org</ins>" in html
+
+    approved = client.post(
+        reverse("recovery:enquiry-approve", args=["ENQ-R1"]),
+        {"reason": "number checked", "next": "/console/review/ENQ-R1/"},
+    )
+    assert approved.status_code == 302
+    assert approved["Location"] == reverse("recovery:review-item", args=["ENQ-R2"])
+    first.refresh_from_db()
+    assert first.state == "approved"
+    following = client.get(approved["Location"]).content.decode()
+    assert "ENQ-R1: Approved: delivery to the CRM is queued. Next waiting: ENQ-R2." in following
+    assert "Revision 1, as received" in following
+
+    rejected = client.post(
+        reverse("recovery:enquiry-reject", args=["ENQ-R2"]),
+        {"reason": "spam", "next": "/console/review/ENQ-R2/"},
+    )
+    assert rejected["Location"] == reverse("recovery:review")
+    # From the item page a decision stays on that page.
+    third = story.enquiry("ready_for_review")
+    from_item = client.post(
+        reverse("recovery:enquiry-reject", args=[third.reference]), {"reason": "spam"}
+    )
+    assert from_item["Location"].startswith(reverse("recovery:enquiry", args=[third.reference]))
