@@ -35,7 +35,9 @@ def edges(model, field) -> list[tuple[str, str, str, str]]:
     for t in field.get_all_transitions(model):
         who = []
         if t.permission:
-            who.append(str(t.permission).split(".")[-1])
+            # A permission decided per object is a function: its ``label`` says what it asks.
+            label = getattr(t.permission, "label", t.permission)
+            who.append(str(label).split(".")[-1])
         who.extend((t.custom or {}).get("actors", ()))
         rows.add((str(t.source), str(t.target), t.name, ", ".join(who) or "nobody"))
     return sorted(rows)

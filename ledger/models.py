@@ -178,6 +178,9 @@ def _may_cancel(op, user) -> bool:
     return user.has_perm(cancel_permission(op))
 
 
+_may_cancel.label = "triage_operation / review_enquiry if it ends the enquiry"
+
+
 class Operation(ConcurrentTransitionMixin, models.Model):
     """One external action, recorded before it is attempted; the ledger is the truth."""
 

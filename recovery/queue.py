@@ -911,7 +911,11 @@ def attach(rows: list[Row], *, user=None):
         if row.obj is not None and row.owner is not None:
             direct = getattr(row.obj, "owner_id", None) == row.owner_id
             handover = given.get((_SUBJECT_TYPES[row.kind], str(row.obj.pk)))
-            row.owner_why = ownership.owner_why(direct, [handover] if handover else [])
+            row.owner_why = (
+                "owns this integration"
+                if row.kind == KIND_INTEGRATION and direct and handover is None
+                else ownership.owner_why(direct, [handover] if handover else [])
+            )
         if user is not None and row.obj is not None:
             row.actions = row_actions(row, user)
             reassign = "reassign" if row.kind == KIND_OPERATION else "assign"

@@ -1,5 +1,6 @@
 """Template tags for the console: the lifecycle picture, ages, and plain words for codes."""
 
+import re
 from datetime import timedelta
 
 from django import template
@@ -142,5 +143,8 @@ def is_for(bound, action):
 
 @register.filter
 def references(value):
-    """ "HO-1, HO-2" (a drill case's enquiries) -> ["HO-1", "HO-2"]."""
-    return [part.strip() for part in str(value or "").split(",") if part.strip()]
+    """ "HO-1, HO-2" (a drill case's enquiries) -> [("HO-1", True), ("HO-2", True)]: each with
+    whether it can be a link (a reference the enquiry URL can hold; anything else is shown as
+    text rather than failing the page)."""
+    parts = [part.strip() for part in str(value or "").split(",") if part.strip()]
+    return [(part, bool(re.fullmatch(r"[\w-]{1,64}", part))) for part in parts]

@@ -173,3 +173,25 @@ def test_nothing_changed_is_said(crm, client_for):
 def test_unknown_integration_is_404(client_for, integrations_rows):
     url = reverse("recovery:integration-settings", args=["fax"])
     assert client_for("admin").get(url).status_code == 404
+
+
+def test_the_service_refuses_other_fields_and_other_roles(crm, people):
+    from django.core.exceptions import PermissionDenied
+
+    from ledger import services
+
+    with pytest.raises(services.ActionRefused, match="Not configurable here: paused"):
+        services.configure_integration(
+            "crm", actor=people["admin"], reason="sneaky", changes={"paused": True}
+        )
+    with pytest.raises(PermissionDenied):
+        services.configure_integration(
+            "crm", actor=people["coordinator"], reason="x", changes={"retry_budget": 5}
+        )
+    with pytest.raises(services.ActionRefused, match="reason"):
+        services.configure_integration(
+            "crm", actor=people["admin"], reason=" ", changes={"retry_budget": 5}
+        )
+    assert not Integration.objects.get(pk=crm.pk).paused
+    assert Integration.objects.get(pk=crm.pk).retry_budget == crm.retry_budget
+    assert not changes()
