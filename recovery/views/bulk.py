@@ -23,7 +23,7 @@ from ledger import services as ledger_services
 from ledger.models import Operation
 from recovery import permissions
 from recovery import queue as work
-from recovery.forms import TAKE_REASON, BulkForm
+from recovery.forms import TAKE_REASON, BulkForm, people
 from recovery.views.common import (
     REFUSALS,
     console_view,
@@ -143,12 +143,26 @@ def bulk(request):
     back = safe_next(request, reverse("recovery:queue"))
     form = BulkForm(request.POST)
     if not form.is_valid():
-        for name, errors in form.errors.items():
-            for error in errors:
-                label = "" if name in ("reason", "__all__") else f"{form.fields[name].label}: "
-                messages.error(request, f"{label}{error}")
-        # What was typed stays: the reason comes back in the address of the queue page.
-        return redirect(back)
+        # Refused as a whole: the same choices again, what was typed kept, each error naming
+        # its field; nothing was done to any item.
+        errors = [
+            f"{'' if name in ('reason', '__all__') else form.fields[name].label + ': '}{error}"
+            for name, field_errors in form.errors.items()
+            for error in field_errors
+        ]
+        return render(
+            request,
+            "recovery/bulk_refused.html",
+            {
+                "errors": errors,
+                "data": form.data,
+                "items": form.data.getlist("item")[:500],
+                "back": back,
+                "bulk_actions": BulkForm.ACTIONS,
+                "owners": people(),
+            },
+            status=422,
+        )
     action = form.cleaned_data["action"]
     reason = form.cleaned_data["reason"]
     owner = form.cleaned_data.get("owner")
