@@ -269,7 +269,9 @@ class Operation(ConcurrentTransitionMixin, models.Model):
             ),
             # The queue sorted by last attempt: each branch read in that order with a LIMIT.
             models.Index(
-                fields=["state", "integration", "last_attempted_at"],
+                "state",
+                "integration",
+                models.F("last_attempted_at").desc(nulls_last=True),
                 name="operation_attempted",
                 condition=models.Q(state__in=["unknown", "failed"]),
             ),

@@ -54,8 +54,10 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="operation",
             index=models.Index(
+                models.F("state"),
+                models.F("integration"),
+                models.OrderBy(models.F("last_attempted_at"), descending=True, nulls_last=True),
                 condition=models.Q(("state__in", ["unknown", "failed"])),
-                fields=["state", "integration", "last_attempted_at"],
                 name="operation_attempted",
             ),
         ),
