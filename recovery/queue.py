@@ -994,15 +994,20 @@ def failure_groups(filters: Filters, *, least: int = 2) -> list[FailureGroup]:
         where.append("o.state = %s")
         params.append(filters.queue)
     if filters.integration:
-        where.append("i.name = %s")
+        where.append("o.integration_id = (SELECT id FROM ledger_integration WHERE name = %s)")
         params.append(filters.integration)
+    # Grouped in the index's own column order (operation_groups): PostgreSQL aggregates its
+    # entries as it reads them, without a hash table or a join per row; the few groups left
+    # are joined to their integration's name after.
     sql = (
-        "SELECT i.name, o.state, o.attention, o.last_error_class, o.last_error_status, "
-        "COUNT(*) AS n, MIN(o.state_changed_at) FROM ledger_operation o "
-        "LEFT JOIN ledger_integration i ON i.id = o.integration_id "
-        f"WHERE {' AND '.join(where)} "
-        "GROUP BY i.name, o.state, o.attention, o.last_error_class, o.last_error_status "
-        "HAVING COUNT(*) >= %s ORDER BY n DESC, MIN(o.state_changed_at) LIMIT %s"
+        "SELECT i.name, g.state, g.attention, g.last_error_class, g.last_error_status, g.n, "
+        "g.oldest FROM (SELECT o.state, o.integration_id, o.attention, o.last_error_class, "
+        "o.last_error_status, COUNT(*) AS n, MIN(o.state_changed_at) AS oldest "
+        f"FROM ledger_operation o WHERE {' AND '.join(where)} "
+        "GROUP BY o.state, o.integration_id, o.attention, o.last_error_class, "
+        "o.last_error_status HAVING COUNT(*) >= %s) g "
+        "LEFT JOIN ledger_integration i ON i.id = g.integration_id "
+        "ORDER BY g.n DESC, g.oldest LIMIT %s"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, least, GROUPS_SHOWN])
