@@ -110,6 +110,9 @@ def external_change(op) -> str:
     if op.state == Op.SUBMITTED:
         return f"In flight: a worker is calling {system} now (since {when(op.state_changed_at)})."
     if op.state == Op.CANCELLED:
+        if calls:
+            tries = f"{calls} attempt{'s' if calls != 1 else ''}"
+            return f"No. Cancelled after {tries} that {system} did not accept{status}."
         return f"No. Cancelled before anything reached {system}."
     return f"Not yet: nothing has been sent to {system}."
 
@@ -182,9 +185,8 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         trying = "Get the missing information from the customer before review continues."
     elif state == S.REJECTED:
         trying = f"Nothing more: {enquiry.reference} was closed without delivery."
-        ended = outcome(enquiry, journal)
-        if ended:
-            trying += f" {ended}"
+        if any(r.action == "intake.enquiry.withdraw" for r in journal):
+            trying += " Its CRM write was cancelled after approval (see Outcome)."
     else:
         trying = (
             f"Deliver revision {approved or enquiry.current_revision} of {enquiry.reference} to "
@@ -342,7 +344,15 @@ def _approved_by_revision(op) -> bool:
 
 def retry_advised(op) -> bool:
     """False where the page says not to retry (refused as invalid or duplicates): no Retry
-    button there, not even a locked one."""
+    button there, not even a locked one. Decided from the operation's own columns where they
+    say (so a queue page asks no query per row), else from its last attempt."""
+    if op.attention in ("invalid", "payload_mismatch", "duplicate_records"):
+        return False
+    if op.attention:
+        return True
+    if hasattr(op, "last_attempt_outcome"):  # the queue page's annotation (recovery.queue)
+        outcome = op.last_attempt_outcome or op.last_error_class
+        return outcome != "invalid"
     return _failure_kind(op) not in ("invalid", "duplicate")
 
 

@@ -40,10 +40,17 @@ def can_assign(user) -> bool:
 
 
 def operation_actions(operation, user) -> list[str]:
+    """What the console offers: the ledger's allowed actions, less a Retry where the item page
+    says not to retry (a refusal as invalid would be refused again: edit or cancel instead)."""
+    from recovery.explain import retry_advised
+
     try:
-        return policies.allowed_actions(operation, user)
+        actions = policies.allowed_actions(operation, user)
     except KeyError:  # an action type with no policy: offer nothing rather than guess
         return []
+    if "retry" in actions and not retry_advised(operation):
+        actions.remove("retry")
+    return actions
 
 
 def enquiry_actions(enquiry, user) -> list[str]:

@@ -98,6 +98,7 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     op.runbook = explain.runbook_for_operation(op)
     op.runbook_title = explain.RUNBOOKS.get(op.runbook or "")
     op.visited = _visited(journal, "ledger.operation", str(op.pk))
+    op.system = explain.system_name(op)
     op.explain_changed = explain.external_change(op)
     op.explain_safe = explain.safe_now(op)
     op.journal = [row for row in journal if row.subject_id == str(op.pk)]

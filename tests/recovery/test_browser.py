@@ -124,7 +124,9 @@ def test_coordinator_reconciles_an_unknown_item_to_confirmed(
     form = page.locator(f"#act-{op.pk}-reconcile")
     form.locator("textarea[name=reason]").fill("customer rang; checking the CRM")
     form.get_by_role("button", name="Reconcile now").click()
-    page.get_by_text("Reconciliation started.").wait_for()
+    page.locator(f"#op-{op.pk} .messages.in-card").get_by_text(
+        "Reconciliation requested"
+    ).wait_for()
 
     wait_for(
         lambda: op_state(op) == Op.CONFIRMED,

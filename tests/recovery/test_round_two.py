@@ -150,6 +150,16 @@ def test_3_cancel_that_ends_the_enquiry_is_a_reviewers_decision_and_its_outcome(
     assert "“the resident withdrew it by phone”" in after
 
 
+def test_3_a_write_cancelled_after_refused_attempts_says_so(story, client_for):
+    op = story.operation("failed", attention="invalid", attempts=["invalid"])
+    client_for("reviewer").post(
+        reverse("recovery:op-cancel", args=[op.pk]), {"reason": "will not be fixed"}
+    )
+    words = text(client_for("reviewer").get(item_url(op)))
+    assert "in the CRM: No. Cancelled after 1 attempt that the CRM did not accept" in words
+    assert "Cancelled before anything reached" not in words
+
+
 def test_3_a_coordinator_still_cancels_what_does_not_end_an_enquiry(story, client_for):
     op = story.operation("failed", action="notify.send", integration="notify")
     response = client_for("coordinator").post(
@@ -271,9 +281,10 @@ def test_8_escalated_item_one_owner_everywhere_and_still_mine(story, people, cli
 # --- 13: no Retry on a refusal as invalid; /admin/ for non-staff; favicon; inspected queues ---
 
 
-def test_13_no_retry_button_where_the_page_says_do_not_retry(story, client_for):
+@pytest.mark.parametrize("role", ["coordinator", "admin"])
+def test_13_no_retry_button_where_the_page_says_do_not_retry(story, client_for, role):
     op = story.operation("failed", attention="invalid")
-    here = card(client_for("coordinator").get(item_url(op)), op)
+    here = card(client_for(role).get(item_url(op)), op)
     assert "Do not retry" in here
     assert ">Retry" not in here
 
