@@ -188,13 +188,18 @@ def search(qs, q: str):
     return references, words
 
 
+# Up to this many word matches, the page is sorted from the GIN index (``sorted_matches``);
+# beyond, walking created_at meets a match every few rows and stops at the page sooner.
+FEW_MATCHES = 1_000
+
+
 def sorted_matches(words, page):
-    """The page's rows of a word search that matched fewer rows than the count's cap, read
-    from ``enquiry_search`` and sorted, never by walking the created_at index.
+    """The page's rows of a word search with few matches, read from ``enquiry_search`` and
+    sorted, never by walking the created_at index.
 
     For a short page (one match, LIMIT 1) PostgreSQL otherwise expects to meet a match soon
     walking created_at backwards and reads the whole table to find a rare one (600 ms at
-    200,000 enquiries, docs/benchmarks.md). A matched row count under the cap bounds the sort.
+    200,000 enquiries, docs/benchmarks.md). FEW_MATCHES bounds the sort.
     """
     unindexed = ExpressionWrapper(F("created_at") + Value(timedelta(0)), DateTimeField())
     start = (page.number - 1) * page.paginator.per_page
@@ -221,7 +226,7 @@ def enquiry_list(request):
     else:
         qs = qs.order_by("-created_at", "pk")
     page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
-    if q and not page.paginator.more:
+    if q and page.paginator.count <= FEW_MATCHES:
         page.object_list = sorted_matches(qs, page)
     return render(
         request,

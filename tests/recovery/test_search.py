@@ -93,3 +93,17 @@ def test_the_search_reads_the_gin_index(story):
     _references, words = search(Enquiry.objects.all(), "bin")
     assert "enquiry_search" in words.explain()
     assert "_like" in Enquiry.objects.filter(reference__startswith="ENQ-AB").explain()
+
+
+def test_a_redacted_enquiry_is_no_longer_found_by_its_personal_words(story, found):
+    """search_vector is computed by PostgreSQL from the columns: the purge's redaction (one
+    save of the personal fields) takes the words out of the search with no second write."""
+    from django.utils import timezone
+
+    from intake.retention import redact_enquiry
+
+    enquiry = story.enquiry("confirmed", name="Zbigniew Brzęczyszczykiewicz", subject="Bins")
+    assert found("brzęczyszczykiewicz") == [enquiry.reference]
+    redact_enquiry(Enquiry.objects.get(pk=enquiry.pk), now=timezone.now())
+    assert found("brzęczyszczykiewicz") == []
+    assert found(enquiry.reference) == [enquiry.reference]  # the reference is kept
