@@ -361,7 +361,7 @@ class Row:
     owner: object = None
     owner_why: str = ""
     actions: list = field(default_factory=list)
-    can_take: bool = False  # "Assign to me": this person may reassign it and does not own it
+    can_take: bool = False  # "Assign to me": this person may reassign it and is not its owner
 
     @property
     def queue_label(self) -> str:
@@ -919,7 +919,8 @@ def attach(rows: list[Row], *, user=None):
         if user is not None and row.obj is not None:
             row.actions = row_actions(row, user)
             reassign = "reassign" if row.kind == KIND_OPERATION else "assign"
-            row.can_take = reassign in row.actions and row.obj.owner_id != user.pk
+            # Not when it is mine already, directly or as its queue's owner.
+            row.can_take = reassign in row.actions and row.owner_id != user.pk
 
 
 def row_actions(row: Row, user) -> list[str]:

@@ -304,3 +304,19 @@ def test_review_shows_revision_n_against_n_minus_1_and_the_next_opens(story, cli
         reverse("recovery:enquiry-reject", args=[third.reference]), {"reason": "spam"}
     )
     assert from_item["Location"].startswith(reverse("recovery:enquiry", args=[third.reference]))
+
+
+def test_no_assign_to_me_on_what_is_mine_through_its_queue(story, client_for, people):
+    ResponsePolicy.objects.create(
+        queue="unknown", owner=people["coordinator"], response_period=timedelta(hours=2)
+    )
+    op = story.operation("unknown")
+    client = client_for("coordinator")
+    take = reverse("recovery:op-take", args=[op.pk])
+    assert f'action="{take}"' not in client.get(reverse("recovery:queue")).content.decode()
+    item = reverse("recovery:enquiry", args=[op.enquiry.reference])
+    assert f'action="{take}"' not in client.get(item).content.decode()
+    # Someone else in the same role still sees it: the queue's owner is not them.
+    other = client_for("admin")
+    assert f'action="{take}"' in other.get(reverse("recovery:queue")).content.decode()
+    assert f'action="{take}"' in other.get(item).content.decode()
