@@ -70,6 +70,24 @@ MATRIX = {
     "pause": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
     "resume": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
     "release": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
+    # Issue 19. Assign to me: one click, then back where the person acted (302); a role that
+    # may not reassign operations is refused (403).
+    "op-take": {
+        "GET": POST_ONLY,
+        "POST": {None: LOGIN, "coordinator": 302, "reviewer": 403, "admin": 302},
+    },
+    "enquiry-take": {
+        "GET": POST_ONLY,
+        "POST": {None: LOGIN, "coordinator": 302, "reviewer": 302, "admin": 302},
+    },
+    # A bulk action with nothing chosen and no reason: refused as a whole (422), nothing done;
+    # each item is checked against the person's permission when there are items.
+    "bulk": {"GET": POST_ONLY, "POST": {None: LOGIN, **dict.fromkeys(ROLES[1:], 422)}},
+    # A summary this session does not hold.
+    "bulk-results": {
+        "GET": {None: LOGIN, **dict.fromkeys(ROLES[1:], 404)},
+        "POST": GET_ONLY,
+    },
 }
 
 
@@ -126,6 +144,7 @@ def urls(story, people):
         "resume": ["crm"],
         "release": ["crm"],
         "runbook": ["unknown-outcome"],
+        "bulk-results": ["not-kept"],
     }
     result = {}
     for name in MATRIX:
