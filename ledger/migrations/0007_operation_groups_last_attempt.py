@@ -61,4 +61,13 @@ class Migration(migrations.Migration):
                 name="operation_attempted",
             ),
         ),
+        # The queue's groups filter on state, attention, error class and status together, and these
+        # depend on each other (retries used up is always a 503-like transient failure): without
+        # this PostgreSQL multiplies their frequencies, expects one row for a group of thousands,
+        # and sorts the whole group instead of reading its first page from operation_groups.
+        migrations.RunSQL(
+            "CREATE STATISTICS IF NOT EXISTS operation_failure_deps (dependencies) "
+            "ON state, attention, last_error_class, last_error_status FROM ledger_operation",
+            "DROP STATISTICS IF EXISTS operation_failure_deps",
+        ),
     ]
