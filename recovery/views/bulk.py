@@ -223,12 +223,8 @@ def bulk(request):
 def bulk_results(request, token):
     summary = request.session.get("bulk", {}).get(token)
     if summary is None:
-        return render(
-            request,
-            "recovery/bulk_results.html",
-            {"missing": True},
-            status=404,
-        )
+        # Summaries are kept a while in the session, then gone (410): the journal keeps the rest.
+        return render(request, "recovery/bulk_results.html", {"missing": True}, status=410)
     results = summary["results"]
     key = work.GroupKey.parse(summary["group"]) if summary["group"] else None
     done = sum(1 for r in results if r["done"])

@@ -83,9 +83,9 @@ MATRIX = {
     # A bulk action with nothing chosen and no reason: refused as a whole (422), nothing done;
     # each item is checked against the person's permission when there are items.
     "bulk": {"GET": POST_ONLY, "POST": {None: LOGIN, **dict.fromkeys(ROLES[1:], 422)}},
-    # A summary this session does not hold.
+    # A summary this session does not hold (any more): gone.
     "bulk-results": {
-        "GET": {None: LOGIN, **dict.fromkeys(ROLES[1:], 404)},
+        "GET": {None: LOGIN, **dict.fromkeys(ROLES[1:], 410)},
         "POST": GET_ONLY,
     },
 }

@@ -200,7 +200,8 @@ def test_bulk_refuses_what_it_cannot_read_and_names_the_field(story, client_for)
         if data.get("reason"):  # what was typed is kept
             assert f">{data['reason']}</textarea>" in html
     assert not _journal(op, "recovery.operation.reconcile_requested").exists()
-    assert client.get(reverse("recovery:bulk-results", args=["nothing"])).status_code == 404
+    gone = client.get(reverse("recovery:bulk-results", args=["nothing"]))
+    assert gone.status_code == 410 and "no longer kept" in gone.content.decode()
 
 
 # --- Sorts and quick views -------------------------------------------------------------------
