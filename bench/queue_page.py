@@ -22,6 +22,16 @@ BATCH = 5000
 ACTIONS = ("crm.create_enquiry", "notify.send", "suggest.category", "documents.extract")
 FIRST_URL = "/console/"
 FILTERED_URL = "/console/?state=unknown&integration=crm"
+# Issue 19: sorted by last attempt, and one group of what failed the same way opened (every
+# page also counts the groups for its "Failing the same way" panel).
+SORTED_URL = "/console/?sort=attempt"
+GROUP_URL = "/console/?group=crm~failed~retry_budget_exhausted~transient~503&sort=due"
+PAGES = (
+    ("first", FIRST_URL),
+    ("filtered", FILTERED_URL),
+    ("sorted", SORTED_URL),
+    ("group", GROUP_URL),
+)
 
 
 class Generator:
@@ -178,6 +188,9 @@ class Generator:
                         owner=owner,
                         attention="" if unknown else "retry_budget_exhausted",
                         last_error_class="uncertain" if unknown else "transient",
+                        last_error_status=None if unknown else 503,
+                        last_attempted_at=enquiry.state_changed_at
+                        - timedelta(seconds=self.rng.randrange(0, 7200)),
                     )
                 )
             Operation.objects.bulk_create(ops, batch_size=BATCH)
@@ -272,7 +285,7 @@ def _queries(client, url):
 
 def measure_step(client, samples: int) -> dict:
     result = {}
-    for name, url in (("first", FIRST_URL), ("filtered", FILTERED_URL)):
+    for name, url in PAGES:
         # One render first, as a coordinator paging through the queue has: after a pause (the
         # rows of a step take minutes to make) the middleware stamps the session's activity,
         # at most every 30 seconds (config.security), three statements of its own.
@@ -299,7 +312,7 @@ def explain(client, path) -> dict:
 
     lines = []
     seq_scans, indexes = set(), set()
-    for name, url in (("first", FIRST_URL), ("filtered", FILTERED_URL)):
+    for name, url in PAGES:
         queries, _kinds = _queries(client, url)
         for number, query in enumerate(queries, 1):
             sql = query["sql"]
@@ -349,13 +362,18 @@ def measure(args, results_dir) -> dict:
                 **{f"{k}_{m}": v[m] for k, v in measured.items() for m in ("p50_ms", "p95_ms")},
                 "queries_first": measured["first"]["queries"],
                 "queries_filtered": measured["filtered"]["queries"],
+                "queries_sorted": measured["sorted"]["queries"],
+                "queries_group": measured["group"]["queries"],
                 "pages": measured,
             }
         )
         print(
             f"  queue page at {generator.operations:,} operations: "
             f"first p95 {measured['first']['p95_ms']} ms, "
-            f"filtered p95 {measured['filtered']['p95_ms']} ms",
+            f"filtered p95 {measured['filtered']['p95_ms']} ms, "
+            f"sorted p95 {measured['sorted']['p95_ms']} ms, "
+            f"group p95 {measured['group']['p95_ms']} ms; "
+            f"queries {[measured[k]['queries'] for k, _url in PAGES]}",
             flush=True,
         )
     plans = explain(client, results_dir / "queue_plans.txt")
@@ -369,7 +387,16 @@ def measure(args, results_dir) -> dict:
         "filtered_p95_ms": last["pages"]["filtered"]["p95_ms"],
         "queries_first": last["queries_first"],
         "queries_filtered": last["queries_filtered"],
-        "queries_constant": len({(s["queries_first"], s["queries_filtered"]) for s in scaling})
+        "sorted_p95_ms": last["pages"]["sorted"]["p95_ms"],
+        "group_p95_ms": last["pages"]["group"]["p95_ms"],
+        "queries_sorted": last["queries_sorted"],
+        "queries_group": last["queries_group"],
+        "queries_constant": len(
+            {
+                (s["queries_first"], s["queries_filtered"], s["queries_sorted"], s["queries_group"])
+                for s in scaling
+            }
+        )
         == 1,
         "samples": args.page_samples,
         "generation_seconds": round(generator.seconds, 1),

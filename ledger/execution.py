@@ -279,6 +279,7 @@ def claim(op_id):
             attempt.ended_at = now
             attempt.save()
             op.attempt_count = number
+            op.last_attempted_at = now
             _fail(op, enquiry, actor, "payload_mismatch", attempt.error_message, owner=True)
             op.save()
             return None
@@ -289,6 +290,7 @@ def claim(op_id):
                 return None
         attempt.save()
         op.attempt_count = number
+        op.last_attempted_at = now
         op.budget_used += 1
         op.lease_owner = worker_name()
         op.lease_expires_at = now + timedelta(seconds=lease_seconds())
@@ -343,6 +345,7 @@ def _confirm(op, enquiry, result: CallResult, actor, reason):
     op.result = {**op.result, **result.result}
     op.last_error_class = ""
     op.last_error_message = ""
+    op.last_error_status = None
     op.next_attempt_at = None
     _clear_lease(op)
     op.confirm(
@@ -380,6 +383,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             return "late failure"
         op.last_error_class = error.kind.value
         op.last_error_message = error.message[:2000]
+        op.last_error_status = error.status
         _clear_lease(op)
         kind = error.kind
         if throttled:
@@ -613,9 +617,10 @@ def record_lookup(
         )
         moved_on = op.state != Op.UNKNOWN or op.attempt_count != seen_attempts
         op.attempt_count = attempt.number
+        op.last_attempted_at = started
         if moved_on:
             _finish_attempt(attempt, outcome="superseded", error=error)
-            op.save(update_fields=["attempt_count", "updated_at"])
+            op.save(update_fields=["attempt_count", "last_attempted_at", "updated_at"])
             return "superseded"
         _clear_lease(op)
         policy = policy_for(op)
@@ -643,6 +648,7 @@ def record_lookup(
             )
             op.last_error_class = error.kind.value
             op.last_error_message = f"lookup: {error.message}"[:2000]
+            op.last_error_status = error.status
             _needs_person(op, actor, "lookup_failed", f"lookup failed: {error.message[:300]}")
             return "lookup failed"
         if not found.supported:

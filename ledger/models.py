@@ -309,6 +309,11 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     held = models.BooleanField(default=False)
     last_error_class = models.CharField(max_length=32, blank=True)
     last_error_message = models.TextField(blank=True)
+    # The HTTP status of the last failure (503, 422...) and when the last attempt (a call or a
+    # look-up) started: kept on the row so that the queue groups and sorts by them from an
+    # index, never by joining every waiting operation to its attempts.
+    last_error_status = models.PositiveIntegerField(null=True, blank=True)
+    last_attempted_at = models.DateTimeField(null=True, blank=True)
     # Why a person must look: "lookup_unavailable", "duplicate_records", "retry_budget", ...
     attention = models.CharField(max_length=40, blank=True)
     external_id = models.CharField(max_length=200, blank=True)
@@ -338,6 +343,28 @@ class Operation(ConcurrentTransitionMixin, models.Model):
                 fields=["state", "integration", "state_changed_at"],
                 include=["enquiry"],
                 name="operation_queue",
+                condition=models.Q(state__in=["unknown", "failed"]),
+            ),
+            # The queue's groups ("CRM 503 - retries used up - 55 items"): counted from this
+            # index alone, and a group opened is read from it oldest first.
+            models.Index(
+                fields=[
+                    "state",
+                    "integration",
+                    "attention",
+                    "last_error_class",
+                    "last_error_status",
+                    "state_changed_at",
+                ],
+                name="operation_groups",
+                condition=models.Q(state__in=["unknown", "failed"]),
+            ),
+            # The queue sorted by last attempt: each branch read in that order with a LIMIT.
+            models.Index(
+                "state",
+                "integration",
+                models.F("last_attempted_at").desc(nulls_last=True),
+                name="operation_attempted",
                 condition=models.Q(state__in=["unknown", "failed"]),
             ),
             # The queue page's paused-backlog row (recovery.queue.held_count) and the backlog

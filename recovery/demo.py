@@ -206,7 +206,13 @@ class Story:
                 error_message=error_message,
                 outcome=outcome,
             )
-        Operation.objects.filter(pk=op.pk).update(attempt_count=number)
+        Operation.objects.filter(pk=op.pk).update(
+            attempt_count=number,
+            last_attempted_at=Attempt.objects.filter(operation=op)
+            .order_by("-started_at")
+            .values("started_at")[:1],
+            **({"last_error_status": status} if error_class else {}),
+        )
         return self
 
 

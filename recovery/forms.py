@@ -1,5 +1,6 @@
 """Operator-action forms: every one asks for a reason, which is written to the journal."""
 
+import uuid
 from datetime import timedelta
 
 from django import forms
@@ -41,6 +42,73 @@ class ReasonField(forms.CharField):
 
 class ReasonForm(forms.Form):
     reason = ReasonField()
+
+
+# "Assign to me" is one click: its reason is written for the person (and shown on the button).
+TAKE_REASON = "taking it"
+
+
+class BulkForm(ReasonForm):
+    """One action and one reason for a selection of queue items or a whole group."""
+
+    ACTIONS = [
+        ("reconcile", "Reconcile now"),
+        ("retry", "Retry"),
+        ("cancel", "Cancel safely"),
+        ("reassign", "Reassign owner"),
+    ]
+    action = forms.ChoiceField(
+        choices=ACTIONS,
+        label="Action",
+        error_messages={
+            "required": "Choose what to do with the selected items.",
+            "invalid_choice": "That action cannot be applied to many items at once.",
+        },
+    )
+    item = forms.CharField(required=False, label="Items")  # read from getlist() in clean()
+    group = forms.CharField(required=False, max_length=200, label="Group")
+    owner = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="(nobody)", label="New owner"
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].queryset = people()
+
+    def clean_group(self):
+        from recovery.queue import GroupKey
+
+        raw = self.cleaned_data.get("group", "")
+        if not raw:
+            return None
+        key = GroupKey.parse(raw)
+        if key is None:
+            raise forms.ValidationError("That group is not one the queue knows; open it again.")
+        return key
+
+    def clean(self):
+        cleaned = super().clean()
+        operations, enquiries, unknown = [], [], []
+        for value in self.data.getlist("item") if hasattr(self.data, "getlist") else []:
+            kind, _, key = value.partition(":")
+            if kind == "operation":
+                try:
+                    operations.append(uuid.UUID(key))
+                except ValueError:
+                    unknown.append(value)
+            elif kind == "enquiry" and 0 < len(key) <= 64:
+                enquiries.append(key)
+            else:
+                unknown.append(value)
+        if unknown:
+            raise forms.ValidationError(f"Not a queue item: {unknown[0][:60]}.")
+        if len(operations) + len(enquiries) > 500:
+            raise forms.ValidationError("Select at most 500 items, or act on their group.")
+        cleaned["operations"], cleaned["enquiries"] = operations, enquiries
+        nothing = not operations and not enquiries and not cleaned.get("group")
+        if nothing and "group" not in self.errors:
+            raise forms.ValidationError("Select at least one item, or a whole group.")
+        return cleaned
 
 
 class CompleteByHandForm(ReasonForm):

@@ -7,6 +7,7 @@ quality is kept apart, so a good model score cannot hide stranded work.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -64,6 +65,7 @@ class Figures:
     completed_7d: int = 0
     classification: dict = field(default_factory=dict)
     stale_queues: list = field(default_factory=list)
+    recovery_by_queue: list = field(default_factory=list)  # [Recovery]
 
     @property
     def oldest_age(self) -> timedelta | None:
@@ -170,6 +172,82 @@ def manual_recovery(now):
     return timedelta(seconds=statistics.median(seconds)), len(seconds)
 
 
+# The queues whose items a person resolves, by the journal's subject and the state they wait in.
+RECOVERY_QUEUES = [
+    (OP, Op.UNKNOWN, Queue.UNKNOWN),
+    (OP, Op.FAILED, Queue.FAILED),
+    ("intake.enquiry", EnquiryState.NEEDS_INFORMATION, Queue.NEEDS_INFORMATION),
+    ("intake.enquiry", EnquiryState.SUBMISSION_UNKNOWN, Queue.SUBMISSION_UNKNOWN),
+]
+
+
+@dataclass
+class Recovery:
+    queue: str
+    label: str
+    count: int
+    median: timedelta | None
+    p90: timedelta | None
+
+
+def _nearest_rank(ordered: list[float], share: float) -> float:
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def recovery_by_queue(now) -> list[Recovery]:
+    """Manual recovery time per queue over RECOVERY_WINDOW, from the journal: from the moment an
+    item entered the queue's state to the person's action that resolved it (median and 90th
+    percentile, nearest rank). Resolved: the item left the state. By a person's own transition
+    (complete by hand, cancel, retry, information received) that action's time counts; left by
+    the system after a person asked for it (a reconcile requested, then confirmed), the time of
+    the request counts; left by the system alone, it is no manual recovery and not counted.
+    At most RECOVERY_SAMPLE of the newest resolutions per queue are read."""
+    result = []
+    for subject_type, state, queue in RECOVERY_QUEUES:
+        entered = Subquery(
+            JournalEntry.objects.filter(
+                subject_type=subject_type,
+                subject_id=OuterRef("subject_id"),
+                to_state=state,
+                at__lte=OuterRef("at"),
+            )
+            .order_by("-at", "-id")
+            .values("at")[:1]
+        )
+        asked = Subquery(
+            JournalEntry.objects.filter(
+                subject_type=subject_type,
+                subject_id=OuterRef("subject_id"),
+                actor_user__isnull=False,
+                action="recovery.operation.reconcile_requested",
+                at__gte=OuterRef("entered"),
+                at__lte=OuterRef("at"),
+            )
+            .order_by("at", "id")
+            .values("at")[:1]
+        )
+        left = (
+            JournalEntry.objects.filter(
+                subject_type=subject_type, from_state=state, at__gte=now - RECOVERY_WINDOW
+            )
+            .exclude(to_state=state)
+            .annotate(entered=entered)
+            .exclude(entered__isnull=True)
+            .annotate(asked=asked)
+            .filter(Q(actor_user__isnull=False) | Q(asked__isnull=False))
+            .order_by("-at")
+            .values_list("at", "entered", "asked", "actor_user")[:RECOVERY_SAMPLE]
+        )
+        seconds = sorted(
+            ((at if person else asked) - entered).total_seconds()
+            for at, entered, asked, person in left
+        )
+        median = timedelta(seconds=statistics.median(seconds)) if seconds else None
+        p90 = timedelta(seconds=_nearest_rank(seconds, 0.9)) if seconds else None
+        result.append(Recovery(queue, Queue(queue).label, len(seconds), median, p90))
+    return result
+
+
 def classification_quality():
     outcomes = dict(
         Suggestion.objects.exclude(review_outcome="")
@@ -249,6 +327,7 @@ def figures(now=None) -> Figures:
     )
     result.receipts_pending, result.receipt_oldest = pending["n"], pending["oldest"]
     result.median_recovery, result.recoveries = manual_recovery(now)
+    result.recovery_by_queue = recovery_by_queue(now)
     completed = Enquiry.objects.filter(state=EnquiryState.CONFIRMED).aggregate(
         total=Count("pk"), week=Count("pk", filter=Q(closed_at__gte=now - timedelta(days=7)))
     )
@@ -317,6 +396,16 @@ class ConsoleCollector:
             "Median time from 'needs a person' to a person's decision (30 days).",
             value=f.median_recovery.total_seconds() if f.median_recovery else 0.0,
         )
+        by_queue = GaugeMetricFamily(
+            "handover_manual_recovery_seconds",
+            "Time from entering a queue to the person's action that resolved it, by queue "
+            "(quantile 0.5 and 0.9, 30 days; 0 when none).",
+            labels=["queue", "quantile"],
+        )
+        for r in f.recovery_by_queue:
+            for quantile, value in (("0.5", r.median), ("0.9", r.p90)):
+                by_queue.add_metric([r.queue, quantile], value.total_seconds() if value else 0.0)
+        yield by_queue
         yield CounterMetricFamily(
             "handover_enquiries_completed",
             "Enquiries confirmed by the CRM.",

@@ -12,6 +12,7 @@ unknown/failed, integration, state_changed_at); enquiries through intake's parti
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -59,9 +60,22 @@ COLUMNS = [
     "q_customer",
     "q_due",
     "q_overdue",
+    "q_attempt",
 ]
 # Overdue first, then what the customer feels, then the oldest.
 ORDERING = ["-q_overdue", "-q_customer", "q_since", "q_key"]
+# The other orders a person may choose (?sort=): value -> (label, the union's ORDER BY).
+# Within one group of the page's UNION each of these agrees with the group's own index order
+# (due = since + one period), so a page still reads at most offset + size + 1 rows a group.
+SORTS = {
+    "": ("Most urgent", "q_overdue DESC, q_customer DESC, q_since ASC, q_key ASC"),
+    "age": ("Oldest first", "q_since ASC, q_key ASC"),
+    "due": ("Response due", "q_due ASC NULLS LAST, q_since ASC, q_key ASC"),
+    "attempt": ("Last attempt", "q_attempt DESC NULLS LAST, q_since ASC, q_key ASC"),
+}
+# How "what failed the same way" is written in an address (?group=): the five parts of a group's
+# key, joined by GROUP_SEP (none of them can hold it: names, codes and a number).
+GROUP_SEP = "~"
 
 
 class Policies:
@@ -139,6 +153,9 @@ def _shape(
         q_overdue=Case(
             When(q_due__lt=now, then=Value(1)), default=Value(0), output_field=IntegerField()
         ),
+        q_attempt=F("last_attempted_at")
+        if kind == KIND_OPERATION
+        else Value(None, output_field=DateTimeField()),
     )
 
 
@@ -150,6 +167,8 @@ class Filters:
     overdue: bool = False
     mine: bool = False
     user_id: int | None = None
+    sort: str = ""  # a key of SORTS
+    group: GroupKey | None = None  # one group of operations that failed the same way
     # A value in the address that names nothing: said on the page, never silently "all".
     not_understood: list[str] = field(default_factory=list)
 
@@ -167,6 +186,8 @@ class Filters:
             "owner": (owner == "none" or whole_number(owner, maximum=2**63 - 1), "anyone"),
             "overdue": (get.get("overdue") in ("1", "on"), "overdue or not"),
             "mine": (get.get("mine") in ("1", "on"), "everyone's"),
+            "sort": (get.get("sort", "") in SORTS, "the most urgent first"),
+            "group": (GroupKey.parse(get.get("group", "")) is not None, "every group"),
         }
         not_understood = [
             f"{name} “{get[name][:40]}” not understood; showing {instead}."
@@ -180,12 +201,16 @@ class Filters:
             overdue=understood["overdue"][0],
             mine=understood["mine"][0],
             user_id=request.user.pk,
+            sort=get.get("sort", "") if understood["sort"][0] else "",
+            group=GroupKey.parse(get.get("group", "")),
             not_understood=not_understood,
         )
 
     @property
     def active(self) -> bool:
-        return bool(self.owner or self.queue or self.integration or self.overdue or self.mine)
+        return bool(
+            self.owner or self.queue or self.integration or self.overdue or self.mine or self.group
+        )
 
     def queues(self) -> list[str]:
         """The queue keys this filter shows (for QueueVisit)."""
@@ -296,6 +321,22 @@ def sources(filters: Filters, now: datetime, policies: Policies | None = None) -
         selected = [qs.filter(q_owner=int(filters.owner)) for qs in selected]
     if filters.overdue:
         selected = [qs.filter(q_overdue=1) for qs in selected]
+    if filters.group:
+        g = filters.group
+        selected = [
+            qs.filter(
+                q_kind=KIND_OPERATION,
+                q_queue=g.state,
+                q_integration=g.integration,
+                attention=g.attention,
+                last_error_class=g.error_class,
+                last_error_status=g.status,
+            )
+            for qs in selected
+            if qs.model is Operation and (not filters.queue or filters.queue == g.state)
+        ]
+        if not selected:
+            return [ops.none().values(*COLUMNS)]
     return [qs.order_by().values(*COLUMNS) for qs in selected]
 
 
@@ -317,10 +358,12 @@ class Row:
     customer: bool
     due: datetime | None
     overdue: bool
+    attempt: datetime | None = None
     obj: object = None
     owner: object = None
     owner_why: str = ""
     actions: list = field(default_factory=list)
+    can_take: bool = False  # "Assign to me": this person may reassign it and is not its owner
 
     @cached_property
     def url(self) -> str:
@@ -400,7 +443,46 @@ for _action, _policy in POLICIES.items():
 # A group's own order: its index's, oldest first (the queue's order within one policy).
 BY_AGE_SQL = "q_since, q_key"
 # The queue's order, as SQL (ORDERING's).
-ORDERING_SQL = "q_overdue DESC, q_customer DESC, q_since ASC, q_key ASC"
+ORDERING_SQL = SORTS[""][1]
+# A group's own order under each sort: its index's, agreeing with SORTS within the group.
+GROUP_ORDER_SQL = {
+    "": BY_AGE_SQL,
+    "age": BY_AGE_SQL,
+    "due": BY_AGE_SQL,
+    "attempt": "last_attempted_at DESC NULLS LAST, " + BY_AGE_SQL,
+}
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """Operations that failed the same way: one system, one state, one reason a person must
+    look, one error class and HTTP status (as Sentry groups events by cause)."""
+
+    integration: str | None
+    state: str
+    attention: str
+    error_class: str
+    status: int | None
+
+    @classmethod
+    def parse(cls, value: str) -> GroupKey | None:
+        parts = value.split(GROUP_SEP)
+        if len(parts) != 5:
+            return None
+        integration, state, attention, error_class, status = parts
+        if integration and integration not in dict(Integration.NAMES):
+            return None
+        if state not in (Op.UNKNOWN, Op.FAILED) or not re.fullmatch(r"[a-z_]{0,40}", attention):
+            return None
+        if not re.fullmatch(r"[a-z_]{0,32}", error_class) or not re.fullmatch(r"[0-9]{0,3}", status):
+            return None
+        return cls(
+            integration or None, state, attention, error_class, int(status) if status else None
+        )
+
+    def __str__(self) -> str:
+        parts = (self.integration or "", self.state, self.attention, self.error_class)
+        return GROUP_SEP.join([*parts, "" if self.status is None else str(self.status)])
 
 
 @dataclass
@@ -418,6 +500,7 @@ class Group:
     order: str | None = BY_AGE_SQL
     late: bool = False
     since: str = "state_changed_at"
+    period: object = None  # the group's response period (None: no policy)
 
     def sql(self, *, limit=None, since_before=None) -> tuple[str, list]:
         where, params = self.where, [*self.column_params, *self.where_params]
@@ -471,6 +554,17 @@ def _group(
             return None
         where.append(f"{since} < %s")
         params.append(now - period)
+    if filters.group:
+        g = filters.group
+        if kind != KIND_OPERATION or queue != g.state or integration_name != g.integration:
+            return None
+        where.append("attention = %s AND last_error_class = %s")
+        params += [g.attention, g.error_class]
+        if g.status is None:
+            where.append("last_error_status IS NULL")
+        else:
+            where.append("last_error_status = %s")
+            params.append(g.status)
     policy_owner = policies.value(queue, integration_id, "owner_id")
     owner = f"COALESCE(owner_id, {_int(policy_owner)})"
     if filters.mine and policy_owner != filters.user_id:
@@ -491,11 +585,15 @@ def _group(
     else:
         due, overdue = f"{since} + %s", f"CASE WHEN {since} < %s THEN 1 ELSE 0 END"
         column_params += [period, now - period]
+    attempt = "last_attempted_at" if kind == KIND_OPERATION else "NULL::timestamptz"
     columns = (
         f"%s::varchar AS q_kind, ({key})::varchar AS q_key, %s::varchar AS q_queue, "
         f"{since} AS q_since, {owner} AS q_owner, %s::varchar AS q_integration, "
-        f"{customer_sql} AS q_customer, {due} AS q_due, {overdue} AS q_overdue"
+        f"{customer_sql} AS q_customer, {due} AS q_due, {overdue} AS q_overdue, "
+        f"{attempt} AS q_attempt"
     )
+    if order is not None and kind == KIND_OPERATION:
+        order = order.replace(BY_AGE_SQL, GROUP_ORDER_SQL[filters.sort])
     return Group(
         columns=columns,
         column_params=column_params,
@@ -505,6 +603,7 @@ def _group(
         order=order,
         late=late,
         since=since,
+        period=period,
     )
 
 
@@ -639,6 +738,22 @@ def groups(filters: Filters, now: datetime, policies: Policies, integrations) ->
     return [g for g in found if g is not None]
 
 
+def _late_bound_sorted(rows: list[dict], wanted: int, sort: str, period):
+    """As ``_late_bound`` under a chosen sort. The late rows are enquiries: no attempt of their
+    own (they sort after every operation that has one), due at since + ``period``."""
+    if len(rows) < wanted:
+        return None
+    last = rows[wanted - 1]
+    if sort == "age":
+        return last["q_since"]
+    if sort == "due":
+        if period is None:  # their due is NULL: after every row that has one
+            return False if last["q_due"] is not None else last["q_since"]
+        return None if last["q_due"] is None else last["q_due"] - period
+    # "attempt"
+    return False if last["q_attempt"] is not None else last["q_since"]
+
+
 def _late_bound(rows: list[dict], wanted: int, now: datetime, period):
     """The newest ``q_since`` a customer-affecting row under ``period`` can have and still come
     before the last of ``rows`` (the first pass, in the queue's order): None for no bound,
@@ -674,12 +789,13 @@ def _count(parts: list[Group]) -> int:
         return cursor.fetchone()[0]
 
 
-def _fetch(parts: list[tuple[str, list]], start: int, end: int) -> list[dict]:
-    """Rows start..end of the union of ``parts`` in the queue's order, as dicts of COLUMNS."""
+def _fetch(parts: list[tuple[str, list]], start: int, end: int, sort: str = "") -> list[dict]:
+    """Rows start..end of the union of ``parts`` in the queue's order (or the chosen ``sort``),
+    as dicts of COLUMNS."""
     sql, params = _union(parts)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT * FROM ({sql}) AS queue ORDER BY {ORDERING_SQL} LIMIT %s OFFSET %s",
+            f"SELECT * FROM ({sql}) AS queue ORDER BY {SORTS[sort][1]} LIMIT %s OFFSET %s",
             [*params, end - start, start],
         )
         names = [column.name for column in cursor.description]
@@ -712,16 +828,21 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
 
     ordered = [g.sql(limit=end) for g in parts if not g.late]
     late = [g for g in parts if g.late]
-    raw = _fetch(ordered, start, end) if ordered else []
+    raw = _fetch(ordered, start, end, filters.sort) if ordered else []
     if late:
         # First pass without the stuck enquiries; the row that closes it bounds how old one of
         # them must be to get onto the page, so the join reads only those.
         period = policies.value(Queue.SUBMISSION_UNKNOWN, None, "response_period")
-        bound = _late_bound(raw, end - start, now, period) if ordered else None
+        if not ordered:
+            bound = None
+        elif filters.sort:
+            bound = _late_bound_sorted(raw, end - start, filters.sort, period)
+        else:
+            bound = _late_bound(raw, end - start, now, period)
         # Run even when none can reach the page (bound False): the page's query count stays
         # the same whatever the queue holds.
         chosen = ordered if bound is False else ordered + [g.sql(since_before=bound) for g in late]
-        raw = _fetch(chosen, start, end)
+        raw = _fetch(chosen, start, end, filters.sort)
     further = len(raw) > size
     rows = [
         Row(
@@ -734,6 +855,7 @@ def page(filters: Filters, number: int = 1, *, user=None, now=None, size=PAGE_SI
             customer=bool(r["q_customer"]),
             due=r["q_due"],
             overdue=bool(r["q_overdue"]),
+            attempt=r["q_attempt"],
         )
         for r in raw[:size]
     ]
@@ -794,6 +916,9 @@ def attach(rows: list[Row], *, user=None):
             )
         if user is not None and row.obj is not None:
             row.actions = row_actions(row, user)
+            reassign = "reassign" if row.kind == KIND_OPERATION else "assign"
+            # Not when it is mine already, directly or as its queue's owner.
+            row.can_take = reassign in row.actions and row.owner_id != user.pk
 
 
 def row_actions(row: Row, user) -> list[str]:
@@ -817,7 +942,76 @@ def oldest_since(now=None):
     return first["q_since"] if first else None
 
 
+# SORTS as the ORM writes them (all_rows, and the tests that hold page() to it).
+ORM_SORTS = {
+    "": ORDERING,
+    "age": ["q_since", "q_key"],
+    "due": [F("q_due").asc(nulls_last=True), "q_since", "q_key"],
+    "attempt": [F("q_attempt").desc(nulls_last=True), "q_since", "q_key"],
+}
+
+
 def all_rows(now=None, filters: Filters | None = None) -> list[dict]:
     """Every queue row's columns (for the escalation task and the dashboard's chart)."""
     now = now or timezone.now()
-    return list(union(filters or Filters(), now).order_by(*ORDERING))
+    filters = filters or Filters()
+    return list(union(filters, now).order_by(*ORM_SORTS[filters.sort]))
+
+
+@dataclass
+class FailureGroup:
+    """One line of "what failed the same way": its key, how many, since when."""
+
+    key: GroupKey
+    count: int
+    oldest: datetime
+
+    @property
+    def label(self) -> str:
+        from recovery.words import group_label
+
+        return group_label(self.key)
+
+    @property
+    def param(self) -> str:
+        return str(self.key)
+
+
+GROUPS_SHOWN = 8
+
+
+def failure_groups(filters: Filters, *, least: int = 2) -> list[FailureGroup]:
+    """Operations in the queue grouped by how they failed (GroupKey), the largest first: one
+    query, counted from the index ``operation_groups`` alone. Only groups of ``least`` or more
+    are worth a line; a filter on a queue of enquiries or a paused system leaves none."""
+    if filters.queue and filters.queue not in (Op.UNKNOWN, Op.FAILED):
+        return []
+    if filters.group:
+        return []
+    where, params = ["o.state IN (%s, %s)"], [Op.UNKNOWN, Op.FAILED]
+    if filters.queue:
+        where.append("o.state = %s")
+        params.append(filters.queue)
+    if filters.integration:
+        where.append("o.integration_id = (SELECT id FROM ledger_integration WHERE name = %s)")
+        params.append(filters.integration)
+    # Grouped in the index's own column order (operation_groups): PostgreSQL aggregates its
+    # entries as it reads them, without a hash table or a join per row; the few groups left
+    # are joined to their integration's name after.
+    sql = (
+        "SELECT i.name, g.state, g.attention, g.last_error_class, g.last_error_status, g.n, "
+        "g.oldest FROM (SELECT o.state, o.integration_id, o.attention, o.last_error_class, "
+        "o.last_error_status, COUNT(*) AS n, MIN(o.state_changed_at) AS oldest "
+        f"FROM ledger_operation o WHERE {' AND '.join(where)} "
+        "GROUP BY o.state, o.integration_id, o.attention, o.last_error_class, "
+        "o.last_error_status HAVING COUNT(*) >= %s) g "
+        "LEFT JOIN ledger_integration i ON i.id = g.integration_id "
+        "ORDER BY g.n DESC, g.oldest LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, least, GROUPS_SHOWN])
+        rows = cursor.fetchall()
+    return [
+        FailureGroup(GroupKey(name, state, attention, error_class, status), n, oldest)
+        for name, state, attention, error_class, status, n, oldest in rows
+    ]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from recovery.views import actions, dashboard, integrations, items, queue
+from recovery.views import actions, bulk, dashboard, integrations, items, queue
 from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
@@ -25,6 +25,10 @@ urlpatterns = [
     path("console/integrations/<str:name>/check/", integrations.check, name="check_integration"),
     path("console/integrations/<str:name>/backlog/", integrations.backlog, name="backlog"),
     path("console/integrations/<str:name>/backlog/release/", integrations.release, name="release"),
+    path("console/bulk/", bulk.bulk, name="bulk"),
+    path("console/bulk/<str:token>/", bulk.bulk_results, name="bulk-results"),
+    path("console/operations/<uuid:op_id>/take/", bulk.take_operation, name="op-take"),
+    path("console/enquiries/<str:reference>/take/", bulk.take_enquiry, name="enquiry-take"),
     path("console/dashboard/", dashboard.dashboard, name="dashboard"),
     path("console/drill/", dashboard.drill, name="drill"),
     path("console/runbooks/", dashboard.runbook_index, name="runbooks"),

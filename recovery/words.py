@@ -1,5 +1,6 @@
 """The console's plain words for codes: actions, outcomes, attention reasons, operator actions."""
 
+from ledger.models import Integration
 from ledger.policies import ATTENTION as POLICY_ATTENTION
 
 ACTIONS = {
@@ -81,3 +82,33 @@ def action_label(action: str) -> str:
 
 def outcome_label(outcome: str | None) -> str:
     return OUTCOMES.get(outcome or "", outcome or "")
+
+
+# A group of operations that failed the same way, in a few words (recovery.queue.GroupKey).
+GROUP_ATTENTION = {
+    "retry_budget_exhausted": "retries used up",
+    "lookup_unavailable": "cannot be looked up",
+    "lookup_failed": "look-up failed",
+    "duplicate_records": "duplicate records",
+    "invalid": "refused as invalid",
+    "auth": "credentials refused",
+    "access_denied": "access removed",
+    "delivery_failed": "not delivered",
+    "payload_mismatch": "payload changed after approval",
+    "unresolved": "no usable suggestion",
+}
+
+
+def group_label(key) -> str:
+    """ "CRM 503 - retries used up", "CRM - no answer, reconciling"."""
+    system = dict(Integration.NAMES).get(key.integration, key.integration or "Suggester")
+    cause = f"{system} {key.status}" if key.status else system
+    if key.attention:
+        why = GROUP_ATTENTION.get(key.attention, key.attention.replace("_", " "))
+    elif key.state == "unknown":
+        why = "no answer, outcome unknown"
+    else:
+        why = OUTCOMES.get(key.error_class, "failed")
+    if key.error_class and key.attention and not key.status:
+        why += f" ({OUTCOMES.get(key.error_class, key.error_class)})"
+    return f"{cause} - {why}"

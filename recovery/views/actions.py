@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from intake import services as intake_services
+from intake.models import Enquiry, EnquiryState
 from ledger import policies
 from ledger import services as ledger_services
 from recovery import permissions
@@ -213,4 +214,26 @@ def enquiry_action(request, reference, action):
         log.info("refused %s by %s: %s", request.path, request.user, exc)
         message = str(exc) or "That is not possible in the enquiry's current state."
         return refused(**context, form=form, status=409, message=message)
+    if page == "review" and action in REVIEW_DECISIONS:
+        return next_for_review(request, enquiry, ENQUIRY_DONE[action])
     return succeeded(request, f"{back}#actions", ENQUIRY_TARGET, ENQUIRY_DONE[action])
+
+
+# A decision on the review page opens the next enquiry waiting (as a pull request queue does).
+REVIEW_DECISIONS = ("approve_revision", "reject", "request_information")
+
+
+def next_for_review(request, decided, done):
+    """The oldest other enquiry waiting for review (the review list's order), or the list."""
+    waiting = (
+        Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW)
+        .exclude(pk=decided.pk)
+        .order_by("state_changed_at", "pk")
+        .values_list("reference", flat=True)
+        .first()
+    )
+    if waiting is None:
+        messages.success(request, f"{decided.reference}: {done} Nothing else waits for review.")
+        return redirect("recovery:review")
+    messages.success(request, f"{decided.reference}: {done} Next waiting: {waiting}.")
+    return redirect("recovery:review-item", reference=waiting)

@@ -208,6 +208,36 @@ def item_context(request, enquiry, *, bound=None):
     }
 
 
+def revision_diff(revisions, number):
+    """Revision ``number`` against the one before, field by field (category included): a list
+    of (field, before, after, changed), and the two revisions. The first revision has nothing
+    before it: every field is shown as new."""
+    by_number = {r.number: r for r in revisions}
+    current, previous = by_number.get(number), by_number.get(number - 1)
+    if current is None:
+        return None
+    before = dict(previous.fields) if previous else {}
+    after = dict(current.fields)
+    before["category"] = str(previous.category) if previous and previous.category else ""
+    after["category"] = str(current.category) if current.category else ""
+    names = ["category", *sorted((set(before) | set(after)) - {"category", "message"})]
+    if "message" in before or "message" in after:
+        names.append("message")  # the longest last
+    rows = []
+    for name in names:
+        old, new = before.get(name, ""), after.get(name, "")
+        rows.append(
+            {
+                "field": name.replace("_", " "),
+                "before": "" if old is None else str(old),
+                "after": "" if new is None else str(new),
+                "changed": previous is not None and old != new,
+            }
+        )
+    rows.sort(key=lambda row: not row["changed"])  # what changed first, as a diff reads
+    return {"rows": rows, "current": current, "previous": previous}
+
+
 def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, status=200):
     """The item page (or the review page) of ``enquiry``; ``bound``: a refused form to show
     again, open, with what was typed and its errors (recovery.views.actions.refused)."""
@@ -218,6 +248,7 @@ def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, st
     template = "recovery/item.html"
     if page == "review":
         template = "recovery/review_item.html"
+        context["diff"] = revision_diff(context["revisions"], enquiry.current_revision)
         context["suggestion"] = next(
             (s for s in context["suggestions"] if s.revision == enquiry.current_revision),
             context["suggestions"][0] if context["suggestions"] else None,

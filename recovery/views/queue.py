@@ -23,10 +23,21 @@ from intake.models import Enquiry, EnquiryState, Suggestion, search_query
 from ledger import limits
 from ledger.models import Integration
 from recovery import queue as work
-from recovery.forms import people
+from recovery.forms import BulkForm, people
 from recovery.models import Queue, QueueVisit
 from recovery.views.common import console_view, int_param, paginate, require
+from recovery.words import group_label
 
+# Saved views: links with their query strings (a bookmark is a saved view too).
+QUICK_VIEWS = [
+    ("My overdue", "mine=1&overdue=1"),
+    ("Mine", "mine=1"),
+    ("CRM unknown", "state=unknown&integration=crm"),
+    ("CRM failed", "state=failed&integration=crm"),
+    ("Nobody owns", "owner=none"),
+    ("Last attempted", "sort=attempt"),
+    ("Due soonest", "sort=due"),
+]
 REVIEW_PAGE_SIZE = 20
 SEARCH_PAGE_SIZE = 50
 MAX_QUEUE_PAGE = 100_000 // work.PAGE_SIZE  # as far as anyone pages: 100,000 rows
@@ -70,6 +81,8 @@ def queue(request):
     if number and number > page.number:
         notes.append(f"There is no page {number}: showing the last page ({page.number}).")
     record_visit(request.user, inspected_queues(page, filters))
+    current = request.GET.copy()
+    current.pop("page", None)
     return render(
         request,
         "recovery/queue.html",
@@ -77,6 +90,13 @@ def queue(request):
             "page": page,
             "filters": filters,
             "notes": notes,
+            "failure_groups": work.failure_groups(filters),
+            "group_label": group_label(filters.group) if filters.group else "",
+            "sorts": [(value, label) for value, (label, _sql) in work.SORTS.items()],
+            "sort_label": work.SORTS[filters.sort][0],
+            "quick_views": QUICK_VIEWS,
+            "current_query": current.urlencode(),
+            "bulk_actions": BulkForm.ACTIONS,
             "queues": [(q.value, q.label) for q in Queue if q != Queue.REVIEW],
             "integrations": Integration.NAMES,
             "owners": people(),

@@ -5,16 +5,18 @@
 (function () {
   "use strict";
 
+  // form.elements: also the boxes that sit outside the form and name it (form="...").
   function boxes(form, name) {
-    return Array.prototype.slice.call(
-      form.querySelectorAll('input[type="checkbox"][name="' + name + '"]')
-    );
+    return Array.prototype.filter.call(form.elements, function (el) {
+      return el.type === "checkbox" && el.name === name;
+    });
   }
 
   function refresh(form, name) {
     var all = boxes(form, name);
     var ticked = all.filter(function (box) { return box.checked; }).length;
-    form.querySelectorAll('[data-select-all="' + name + '"]').forEach(function (master) {
+    document.querySelectorAll('[data-select-all="' + name + '"]').forEach(function (master) {
+      if (master.form !== form) { return; }
       master.checked = all.length > 0 && ticked === all.length;
       master.indeterminate = ticked > 0 && ticked < all.length;
     });
@@ -32,8 +34,8 @@
       boxes(form, name).forEach(function (box) { box.checked = master.checked; });
       refresh(form, name);
     });
-    form.addEventListener("change", function (event) {
-      if (event.target.name === name) { refresh(form, name); }
+    document.addEventListener("change", function (event) {
+      if (event.target.form === form && event.target.name === name) { refresh(form, name); }
     });
     refresh(form, name);
   });

@@ -116,6 +116,10 @@ def test_transient_errors_retry_with_backoff_then_fail(approved_enquiry, sandbox
         )
     ]
     assert delays == [0.05, 0.1]  # exponential from the integration's backoff
+    # Kept on the row for the queue's groups and sorts (issue 19): the status and the last try.
+    last = op.attempts.order_by("-number").first()
+    assert (op.last_error_class, op.last_error_status) == ("transient", 503)
+    assert op.last_attempted_at == last.started_at
 
 
 def test_transient_errors_then_success_make_one_record(approved_enquiry, sandbox, run_queue):

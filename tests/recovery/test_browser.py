@@ -365,3 +365,177 @@ def test_every_page_keeps_to_the_content_security_policy(page, monkeypatch):
     finally:
         other.close()
     assert directive.startswith("style-src")
+
+
+# --- Issue 19: the queue as a working list ----------------------------------------------------
+
+
+def _lookups_failed_on_503(story, n):
+    """n CRM writes whose outcome is unknown and whose look-up failed on the same 503."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    ops = []
+    for i in range(n):
+        op = story.operation("unknown", attention="lookup_failed")
+        Operation.objects.filter(pk=op.pk).update(
+            last_error_class="transient",
+            last_error_status=503,
+            state_changed_at=timezone.now() - timedelta(hours=4, minutes=i),
+        )
+        ops.append(op)
+    return ops
+
+
+def test_coordinators_morning_queue_group_bulk_reconcile_results(page, story, make_user):
+    from ledger.models import JournalEntry
+
+    ops = _lookups_failed_on_503(story, 6)
+    other = story.operation("failed", attention="invalid")  # another cause: not in the group
+    coordinator = make_user("coordinator", username="casey")
+    login(page, coordinator.username)
+
+    groups = page.locator(".failure-groups")
+    line = groups.get_by_role("link", name="CRM 503 - look-up failed - 6 items, oldest 4 h")
+    line.click()
+    page.wait_for_url("**group=crm~unknown~lookup_failed~transient~503**")
+    assert page.locator("tr[data-row]").count() == 6
+    assert str(other.pk) not in page.content()
+
+    bulk = page.locator("#bulk")
+    bulk.get_by_label("The whole group").check()
+    bulk.locator("#b-action").select_option("reconcile")
+    reason = "CRM search was down 08:50-09:30 (status page); asking again"
+    bulk.locator("#b-reason").fill(reason)
+    bulk.get_by_role("button", name="Apply").click()
+
+    page.get_by_role("heading", name="Reconcile now: 6 done, 0 refused").wait_for()
+    assert page.locator("table.bulk-results tr.done").count() == 6
+    assert reason in page.content()
+    assert page_width(page) <= 1440
+    journalled = JournalEntry.objects.filter(
+        action="recovery.operation.reconcile_requested", reason=reason
+    )
+    assert sorted(journalled.values_list("subject_id", flat=True)) == sorted(
+        str(op.pk) for op in ops
+    )
+
+
+def test_keyboard_skip_link_j_k_enter_x_and_assign_to_me(page, story, make_user):
+    first, second = _lookups_failed_on_503(story, 2)
+    coordinator = make_user("coordinator", username="casey")
+    login(page, coordinator.username)
+
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to content")
+    assert skip.evaluate("el => el === document.activeElement") and skip.is_visible()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "content"
+
+    rows = page.locator("tr[data-row]")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert "current" in rows.nth(1).get_attribute("class")
+    page.keyboard.press("x")
+    assert rows.nth(1).locator("input[type=checkbox]").is_checked()
+    assert page.locator("[data-selected-count=item]").inner_text() == "1 of 2 chosen"
+    page.keyboard.press("k")
+    assert "current" in rows.nth(0).get_attribute("class")
+    # Tab from the row's link reaches its "Assign to me" without a mouse.
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "Assign to me":
+            break
+    page.keyboard.press("Enter")
+    page.get_by_text("is yours now").wait_for()
+    taken = [o for o in (first, second) if Operation.objects.get(pk=o.pk).owner == coordinator]
+    assert len(taken) == 1
+
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/console/enquiries/**")
+
+
+def test_reviewers_morning_review_list_diff_approve_next(page, story, make_user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from intake import services as intake_services
+    from intake.models import Enquiry
+
+    editor = make_user("reviewer", username="robin")
+    reviewer = make_user("reviewer", username="riley")
+    first = story.enquiry("ready_for_review", reference="ENQ-FIRST")
+    story.enquiry("ready_for_review", reference="ENQ-SECOND")
+    Enquiry.objects.filter(pk=first.pk).update(state_changed_at=timezone.now() - timedelta(hours=3))
+    intake_services.revise_enquiry(
+        first.pk,
+        actor=editor,
+        reason="customer phoned: new number",
+        fields={"phone": "+44 7700 900123"},
+    )
+    Enquiry.objects.filter(pk=first.pk).update(state_changed_at=timezone.now() - timedelta(hours=2))
+    login(page, reviewer.username)
+
+    page.goto(page.base + "/console/review/")
+    page.get_by_role("link", name="ENQ-FIRST").click()
+    diff = page.locator("section.diff")
+    assert "Revision 2 against revision 1" in diff.inner_text()
+    assert (
+        "Edited by robin" in diff.inner_text()
+        and "customer phoned: new number" in diff.inner_text()
+    )
+    changed = diff.locator("tr.changed")
+    assert changed.count() == 1 and "+44 7700 900123" in changed.inner_text()
+
+    page.locator("summary", has_text="Approve revision").click()
+    form = page.locator("#act-rev-approve_revision")
+    form.locator("textarea[name=reason]").fill("number matches the call log")
+    form.get_by_role("button", name="Approve revision").click()
+
+    page.wait_for_url("**/console/review/ENQ-SECOND/")
+    assert "ENQ-FIRST: Approved" in page.content() and "Next waiting: ENQ-SECOND" in page.content()
+    assert Enquiry.objects.get(pk=first.pk).state == EnquiryState.APPROVED
+    assert page.locator("section.diff h2").inner_text() == "Revision 1, as received"
+
+
+def test_screenshots_of_the_working_list(page, story, make_user):
+    """The group opened, the bulk results, the review diff: long and hostile values."""
+    from intake import services as intake_services
+
+    ops = _lookups_failed_on_503(story, 3)
+    story.operation("failed", attention="invalid")
+    coordinator = make_user("coordinator", username="casey-" + "x" * 60)
+    editor = make_user("reviewer", username="robin")
+    reviewer = make_user("reviewer", username="riley")
+    enquiry = story.enquiry("ready_for_review", reference="ENQ-SHOT")
+    intake_services.revise_enquiry(
+        enquiry.pk,
+        actor=editor,
+        reason=f"{HOSTILE} {LONG_URL}",
+        fields={"phone": "+44 7700 900123", "subject": HOSTILE, "email": "x" * 60 + "@example.org"},
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    login(page, coordinator.username)
+    key = "crm~unknown~lookup_failed~transient~503"
+    page.goto(page.base + f"/console/?group={key}")
+    page.locator("tr[data-row]").first.wait_for()
+    assert page_width(page) <= 1440
+    page.screenshot(path=str(SCREENSHOTS / "queue-group.png"), full_page=True)
+    page.locator("input[data-select-all=item]").check()
+    page.locator("#b-action").select_option("cancel")
+    page.locator("#b-reason").fill(f"{HOSTILE} {LONG_URL}")
+    page.get_by_role("button", name="Apply").click()
+    page.get_by_role("heading", name="Cancel safely: 0 done, 3 refused").wait_for()
+    assert page_width(page) <= 1440
+    page.screenshot(path=str(SCREENSHOTS / "bulk-results.png"), full_page=True)
+    assert all(op_state(op) == Op.UNKNOWN for op in ops)
+
+    page.context.clear_cookies()
+    login(page, reviewer.username)
+    page.goto(page.base + "/console/review/ENQ-SHOT/")
+    page.locator("section.diff").wait_for()
+    assert page_width(page) <= 1440
+    page.screenshot(path=str(SCREENSHOTS / "review-diff.png"), full_page=True)

@@ -72,6 +72,24 @@ MATRIX = {
     "release": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
     # Calls the destination (read-only) and says what it found on the integrations page.
     "check_integration": {"GET": POST_ONLY, "POST": ADMIN_ONLY},
+    # Issue 19. Assign to me: one click, then back where the person acted (302); a role that
+    # may not reassign operations is refused (403).
+    "op-take": {
+        "GET": POST_ONLY,
+        "POST": {None: LOGIN, "coordinator": 302, "reviewer": 403, "admin": 302},
+    },
+    "enquiry-take": {
+        "GET": POST_ONLY,
+        "POST": {None: LOGIN, "coordinator": 302, "reviewer": 302, "admin": 302},
+    },
+    # A bulk action with nothing chosen and no reason: refused as a whole (422), nothing done;
+    # each item is checked against the person's permission when there are items.
+    "bulk": {"GET": POST_ONLY, "POST": {None: LOGIN, **dict.fromkeys(ROLES[1:], 422)}},
+    # A summary this session does not hold (any more): gone.
+    "bulk-results": {
+        "GET": {None: LOGIN, **dict.fromkeys(ROLES[1:], 410)},
+        "POST": GET_ONLY,
+    },
 }
 
 
@@ -129,6 +147,7 @@ def urls(story, people):
         "release": ["crm"],
         "check_integration": ["crm"],
         "runbook": ["unknown-outcome"],
+        "bulk-results": ["not-kept"],
     }
     result = {}
     for name in MATRIX:

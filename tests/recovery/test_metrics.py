@@ -117,3 +117,88 @@ def test_classification_quality_is_kept_apart(story, client_for):
     assert (quality["accepted"], quality["overridden"]) == (2, 1)
     html = client_for("admin").get(reverse("recovery:dashboard")).content.decode()
     assert "Classification quality" in html and "kept apart" in html
+
+
+def test_manual_recovery_time_per_queue_median_and_90th_percentile(story, client_for, people):
+    """From the journal: entered the queue -> the person's action that resolved it."""
+    from ledger.models import JournalEntry
+
+    now = timezone.now()
+    coordinator = people["coordinator"]
+
+    def row(op, at, action, *, from_state="", to_state="", user=None):
+        JournalEntry.objects.create(
+            subject_type="ledger.operation",
+            subject_id=str(op.pk),
+            enquiry=op.enquiry,
+            action=action,
+            from_state=from_state,
+            to_state=to_state,
+            actor=f"user:{user.username}" if user else "system:tests",
+            actor_user=user,
+            at=at,
+        )
+
+    for minutes in range(1, 11):  # ten unknown writes, resolved by hand after 1..10 minutes
+        op = story.operation("confirmed")
+        entered = now - timedelta(days=1, hours=minutes)
+        row(
+            op,
+            entered,
+            "ledger.operation.outcome_unknown",
+            from_state="submitted",
+            to_state="unknown",
+        )
+        row(
+            op,
+            entered + timedelta(minutes=minutes),
+            "ledger.operation.confirm",
+            from_state="unknown",
+            to_state="confirmed",
+            user=coordinator,
+        )
+    # Asked to reconcile after 30 minutes, confirmed by the worker an hour later: 30 minutes.
+    asked = story.operation("confirmed")
+    entered = now - timedelta(hours=5)
+    row(asked, entered, "x", from_state="submitted", to_state="failed")
+    row(
+        asked,
+        entered + timedelta(minutes=30),
+        "recovery.operation.reconcile_requested",
+        user=coordinator,
+    )
+    row(asked, entered + timedelta(minutes=90), "y", from_state="failed", to_state="confirmed")
+    # Resolved by the system alone: no manual recovery. Older than 30 days: outside the window.
+    alone = story.operation("confirmed")
+    row(alone, entered, "x", from_state="submitted", to_state="failed")
+    row(alone, entered + timedelta(minutes=1), "y", from_state="failed", to_state="confirmed")
+    old = story.operation("confirmed")
+    row(old, now - timedelta(days=40), "x", from_state="submitted", to_state="failed")
+    row(
+        old,
+        now - timedelta(days=39),
+        "y",
+        from_state="failed",
+        to_state="cancelled",
+        user=coordinator,
+    )
+
+    by_queue = {r.queue: r for r in figures().recovery_by_queue}
+
+    unknown, failed = by_queue[Queue.UNKNOWN], by_queue[Queue.FAILED]
+    assert (unknown.count, unknown.median, unknown.p90) == (
+        10,
+        timedelta(minutes=5, seconds=30),
+        timedelta(minutes=9),
+    )
+    assert (failed.count, failed.median, failed.p90) == (
+        1,
+        timedelta(minutes=30),
+        timedelta(minutes=30),
+    )
+    assert by_queue[Queue.NEEDS_INFORMATION].count == 0
+    html = client_for("admin").get(reverse("recovery:dashboard")).content.decode()
+    assert "Manual recovery time by queue" in html
+    scraped = samples(client_for("admin").get("/metrics").content.decode())
+    key = (("quantile", "0.9"), ("queue", "unknown"))
+    assert scraped[("handover_manual_recovery_seconds", key)] == 540

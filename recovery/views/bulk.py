@@ -1,0 +1,243 @@
+"""Take it, and one action with one reason for many items (a selection or a whole group).
+
+Each item is still its own action: the same service an item's page calls, in its own
+transaction, which locks the row and checks its state and the actor's permission, and journals
+the shared reason. One item refused does not stop the others; the summary says what happened
+to each.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from intake import services as intake_services
+from intake.models import Enquiry
+from ledger import services as ledger_services
+from ledger.models import Operation
+from recovery import permissions
+from recovery import queue as work
+from recovery.forms import TAKE_REASON, BulkForm, people
+from recovery.views.common import (
+    REFUSALS,
+    console_view,
+    get_enquiry_for_user,
+    get_operation_for_user,
+    log,
+    require,
+)
+from recovery.views.items import ENQUIRY_TARGET
+from recovery.words import group_label
+
+# Items one bulk action may touch: a larger group is acted on oldest first, this many at once.
+BULK_LIMIT = 500
+# Summaries kept in the session (the newest), so that the results page can be reloaded.
+KEPT_SUMMARIES = 5
+
+OPERATION_SERVICES = {
+    "reconcile": ledger_services.reconcile_now,
+    "retry": ledger_services.retry_operation,
+    "cancel": ledger_services.cancel_operation,
+    "reassign": ledger_services.reassign_operation,
+}
+DONE = {
+    "reconcile": "reconciliation requested",
+    "retry": "retry queued with the same idempotency key",
+    "cancel": "cancelled; nothing will be sent",
+    "reassign": "owner changed",
+}
+
+
+def safe_next(request, default: str) -> str:
+    back = request.POST.get("next", "")
+    if back.startswith("/console/") and "//" not in back and "\\" not in back:
+        return back
+    return default
+
+
+@require_POST
+@console_view
+def take_operation(request, op_id):
+    """Assign to me, one click: reassign to myself with the reason "taking it"."""
+    op = get_operation_for_user(request.user, op_id)
+    require(request.user, permissions.OPERATION_PERMISSIONS["reassign"], "take an item")
+    item = reverse("recovery:enquiry", args=[op.enquiry.reference])
+    back = safe_next(request, f"{item}?op={op.pk}#op-{op.pk}")
+    # From the item page the message shows in the card acted on; from the queue, at the top.
+    placed = f"at-op-{op.pk}" if back.startswith(item) else ""
+    try:
+        ledger_services.reassign_operation(
+            op.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
+        )
+    except REFUSALS as exc:
+        messages.error(request, f"{op.enquiry.reference}: not taken. {exc}", extra_tags=placed)
+    else:
+        messages.success(
+            request, f"{op.enquiry.reference} ({op.action}) is yours now.", extra_tags=placed
+        )
+    return redirect(back)
+
+
+@require_POST
+@console_view
+def take_enquiry(request, reference):
+    enquiry = get_enquiry_for_user(request.user, reference)
+    if not permissions.can_assign(request.user):
+        require(request.user, permissions.ASSIGN_PERMISSIONS[0], "take an enquiry")
+    item = reverse("recovery:enquiry", args=[reference])
+    back = safe_next(request, f"{item}#actions")
+    placed = f"at-{ENQUIRY_TARGET}" if back.startswith(item) else ""
+    try:
+        intake_services.assign_enquiry(
+            enquiry.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
+        )
+    except REFUSALS as exc:
+        messages.error(request, f"{reference}: not taken. {exc}", extra_tags=placed)
+    else:
+        messages.success(request, f"{reference} is yours now.", extra_tags=placed)
+    return redirect(back)
+
+
+def _selected(form) -> tuple[list[Operation], list[Enquiry], int]:
+    """(operations, enquiries, how many more the group held than BULK_LIMIT)."""
+    group = form.cleaned_data.get("group")
+    if group is not None:
+        ids = list(
+            work.union(work.Filters(group=group), timezone.now())
+            .order_by("q_since", "q_key")
+            .values_list("q_key", flat=True)[: BULK_LIMIT + 1]
+        )
+        over = max(0, len(ids) - BULK_LIMIT)
+        ops = Operation.objects.filter(pk__in=ids[:BULK_LIMIT])
+        return list(ops.select_related("enquiry").order_by("state_changed_at", "pk")), [], over
+    op_ids, references = form.cleaned_data["operations"], form.cleaned_data["enquiries"]
+    ops = Operation.objects.filter(pk__in=op_ids).select_related("enquiry")
+    enquiries = Enquiry.objects.filter(reference__in=references)
+    return (
+        list(ops.order_by("state_changed_at", "pk")),
+        list(enquiries.order_by("state_changed_at", "pk")),
+        0,
+    )
+
+
+def _act(call) -> tuple[bool, str]:
+    try:
+        call()
+    except REFUSALS as exc:
+        return False, str(exc) or "not possible in its current state"
+    except PermissionDenied as exc:
+        return False, str(exc) or "you may not do this"
+    return True, ""
+
+
+@require_POST
+@console_view
+def bulk(request):
+    require(request.user, "ledger.view_operation", "act on queue items")
+    back = safe_next(request, reverse("recovery:queue"))
+    form = BulkForm(request.POST)
+    if not form.is_valid():
+        # Refused as a whole: the same choices again, what was typed kept, each error naming
+        # its field; nothing was done to any item.
+        errors = [
+            f"{'' if name in ('reason', '__all__') else form.fields[name].label + ': '}{error}"
+            for name, field_errors in form.errors.items()
+            for error in field_errors
+        ]
+        return render(
+            request,
+            "recovery/bulk_refused.html",
+            {
+                "errors": errors,
+                "data": form.data,
+                "items": form.data.getlist("item")[:500],
+                "back": back,
+                "bulk_actions": BulkForm.ACTIONS,
+                "owners": people(),
+            },
+            status=422,
+        )
+    action = form.cleaned_data["action"]
+    reason = form.cleaned_data["reason"]
+    owner = form.cleaned_data.get("owner")
+    user = request.user
+    ops, enquiries, over = _selected(form)
+    results = []
+    service = OPERATION_SERVICES[action]
+    extra = {"owner": owner} if action == "reassign" else {}
+    for op in ops:
+        done, why = _act(lambda op=op: service(op.pk, actor=user, reason=reason, **extra))
+        results.append(
+            {
+                "reference": op.enquiry.reference,
+                "what": op.action,
+                "url": reverse("recovery:operation", args=[op.pk]),
+                "done": done,
+                "outcome": DONE[action] if done else why,
+            }
+        )
+    for enquiry in enquiries:
+        if action == "reassign":
+            done, why = _act(
+                lambda e=enquiry: intake_services.assign_enquiry(
+                    e.pk, actor=user, reason=reason, owner=owner
+                )
+            )
+        else:
+            done, why = False, f"an enquiry has no delivery to {action}; open it to act on it"
+        results.append(
+            {
+                "reference": enquiry.reference,
+                "what": "enquiry",
+                "url": reverse("recovery:enquiry", args=[enquiry.reference]),
+                "done": done,
+                "outcome": DONE[action] if done else why,
+            }
+        )
+    log.info("bulk %s by %s: %d items", action, user, len(results))
+    token = uuid.uuid4().hex[:12]
+    summary = {
+        "action": action,
+        "reason": reason,
+        "owner": owner.get_username() if owner else "",
+        "group": str(form.cleaned_data["group"]) if form.cleaned_data.get("group") else "",
+        "over": over,
+        "back": back,
+        "results": results,
+    }
+    kept = request.session.get("bulk", {})
+    kept = dict(list(kept.items())[-(KEPT_SUMMARIES - 1) :])
+    kept[token] = summary
+    request.session["bulk"] = kept
+    return redirect("recovery:bulk-results", token=token)
+
+
+@require_GET
+@console_view
+def bulk_results(request, token):
+    summary = request.session.get("bulk", {}).get(token)
+    if summary is None:
+        # Summaries are kept a while in the session, then gone (410): the journal keeps the rest.
+        return render(request, "recovery/bulk_results.html", {"missing": True}, status=410)
+    results = summary["results"]
+    key = work.GroupKey.parse(summary["group"]) if summary["group"] else None
+    done = sum(1 for r in results if r["done"])
+    label = {"reconcile": "Reconcile now", "retry": "Retry", "cancel": "Cancel safely"}
+    return render(
+        request,
+        "recovery/bulk_results.html",
+        {
+            "summary": summary,
+            "results": results,
+            "done": done,
+            "refused": len(results) - done,
+            "action_label": label.get(summary["action"], "Reassign owner"),
+            "group_label": group_label(key) if key else "",
+        },
+    )
