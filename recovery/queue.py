@@ -474,7 +474,9 @@ class GroupKey:
             return None
         if state not in (Op.UNKNOWN, Op.FAILED) or not re.fullmatch(r"[a-z_]{0,40}", attention):
             return None
-        if not re.fullmatch(r"[a-z_]{0,32}", error_class) or not re.fullmatch(r"[0-9]{0,3}", status):
+        if not re.fullmatch(r"[a-z_]{0,32}", error_class) or not re.fullmatch(
+            r"[0-9]{0,3}", status
+        ):
             return None
         return cls(
             integration or None, state, attention, error_class, int(status) if status else None
