@@ -109,12 +109,12 @@ def _drain_once(count, prefix, rate, sandbox_url, reviewer, clusters, env, log_d
     }
 
 
-def measure_drain(db_url: str, args, log_dir, *, capacity_per_s: float | None = None) -> dict:
-    from ledger.models import Integration
-
+def _setup(db_url: str, args, log_dir, name: str):
+    """A sandbox's port, URL and fresh data file, the reviewer, and the clusters' environment,
+    with every integration pointed at that sandbox."""
     sandbox_port = free_port()
     sandbox_url = f"http://127.0.0.1:{sandbox_port}"
-    sandbox_file = log_dir / "sandbox-drain.sqlite3"
+    sandbox_file = log_dir / f"sandbox-{name}.sqlite3"
     for suffix in ("", "-wal", "-shm"):
         sandbox_file.with_name(sandbox_file.name + suffix).unlink(missing_ok=True)
     reviewer = data.user("reviewer", "bench-reviewer")
@@ -122,6 +122,13 @@ def measure_drain(db_url: str, args, log_dir, *, capacity_per_s: float | None = 
     env = child_env(db_url, Q_WORKERS=args.q_workers, SANDBOX_URL=sandbox_url)
     if args.q_poll:
         env["Q_POLL"] = str(args.q_poll)
+    return sandbox_port, sandbox_url, sandbox_file, reviewer, env
+
+
+def measure_drain(db_url: str, args, log_dir, *, capacity_per_s: float | None = None) -> dict:
+    from ledger.models import Integration
+
+    sandbox_port, sandbox_url, sandbox_file, reviewer, env = _setup(db_url, args, log_dir, "drain")
     source = "delivery section of this run"
     runs = []
     with process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox-drain.log"):
@@ -172,16 +179,9 @@ def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None 
     from ledger.models import Op, Operation
     from ledger.services import approve_revision
 
-    sandbox_port = free_port()
-    sandbox_url = f"http://127.0.0.1:{sandbox_port}"
-    sandbox_file = log_dir / "sandbox-latency.sqlite3"
-    for suffix in ("", "-wal", "-shm"):
-        sandbox_file.with_name(sandbox_file.name + suffix).unlink(missing_ok=True)
-    reviewer = data.user("reviewer", "bench-reviewer")
-    data.sandbox_integrations(sandbox_url)
-    env = child_env(db_url, Q_WORKERS=args.q_workers, SANDBOX_URL=sandbox_url)
-    if args.q_poll:
-        env["Q_POLL"] = str(args.q_poll)
+    sandbox_port, sandbox_url, sandbox_file, reviewer, env = _setup(
+        db_url, args, log_dir, "latency"
+    )
     timeout = 300.0
     with (
         process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox-latency.log"),
