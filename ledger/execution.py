@@ -448,19 +448,12 @@ def _throttled(op, error: ConnectorError, actor) -> str:
     gave the request no turn in time (ledger.limits.before_request); it simply comes back."""
     op.budget_used = max(op.budget_used - 1, 0)
     op.last_error_class = "throttled" if error.status is not None else "not_sent"
-    until = timezone.now() + timedelta(seconds=error.retry_after)
+    until = _wait_until(op, error, actor)
     if op.integration is not None and error.status is None:
         # No status: our own limit gave no turn in time; the destination said nothing.
         local = timezone.localtime(until)
         label = f"waiting for its turn at the {op.integration} until {local:%H:%M:%S}"
     elif op.integration is not None:
-        until = limits.throttle(
-            op.integration,
-            seconds=error.retry_after,
-            reason=f"{error.status}: asked to wait {error.retry_after:g}s",
-            actor=actor,
-            evidence={"operation": str(op.pk), "status": error.status},
-        )
         label = limits.throttle_label(op.integration, until)
     else:
         label = f"throttled until {timezone.localtime(until):%H:%M:%S}"
@@ -477,6 +470,22 @@ def _throttled(op, error: ConnectorError, actor) -> str:
     op.save()
     enqueue(op, EXECUTE, at=until)
     return "throttled"
+
+
+def _wait_until(op, error: ConnectorError, actor):
+    """When the operation may be tried again after ``error`` asked it to wait: the
+    destination's own answer (a status with Retry-After) throttles the whole integration,
+    journalled; our own limiter's "no turn in time" (no status) waits for this operation only."""
+    until = timezone.now() + timedelta(seconds=error.retry_after)
+    if op.integration is not None and error.status is not None:
+        until = limits.throttle(
+            op.integration,
+            seconds=error.retry_after,
+            reason=f"{error.status}: asked to wait {error.retry_after:g}s",
+            actor=actor,
+            evidence={"operation": str(op.pk), "status": error.status},
+        )
+    return until
 
 
 def _fail(op, enquiry, actor, attention, message, *, owner):
@@ -631,16 +640,7 @@ def record_lookup(
             )
             op.last_error_class = "throttled"
             op.last_error_message = f"lookup: {error.message}"[:2000]
-            until = timezone.now() + timedelta(seconds=error.retry_after)
-            if op.integration is not None and error.status is not None:
-                until = limits.throttle(
-                    op.integration,
-                    seconds=error.retry_after,
-                    reason=f"{error.status}: asked to wait {error.retry_after:g}s",
-                    actor=actor,
-                    evidence={"operation": str(op.pk), "status": error.status},
-                )
-            schedule_reconcile(op, actor=actor, at=until)
+            schedule_reconcile(op, actor=actor, at=_wait_until(op, error, actor))
             return "throttled"
         if error is not None:
             _finish_attempt(
