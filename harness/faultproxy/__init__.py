@@ -21,7 +21,9 @@ a 502 (nothing was sent), but an upstream that took the request and then failed 
 the client a dropped connection, as a caller talking to the upstream directly would see.
 
 - ``faults``: targets, modes, armed faults and counters;
-- ``server``: the threaded HTTP server (standard library only), bound only to loopback;
+- ``server``: the threaded HTTP server (standard library only), bound only to loopback, and
+  its command line; ``relay``: its handler, forwarding and applying the faults; ``control``:
+  the ``/_proxy/`` API; ``upstream``: one request to the upstream;
 - ``process``: ``FaultProxy``, the server as a child process.
 """
 
