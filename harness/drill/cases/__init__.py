@@ -1,0 +1,133 @@
+"""The drill's cases: one per row of the design's drill table (DESIGN.md, "The drill").
+
+Each case sends real signed events to the real intake endpoint, lets real workers do the work,
+injects the failure at the real destination (or kills the real worker), then checks the ledger
+AND counts the destination's own records by reference. A case that ends with drill work left in
+a person's queue resolves it afterwards as a person would (with a reason), so the console's
+queue is not left full of drill items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.drill.cases.changes import (
+    category_corrected,
+    changed_after_approval,
+    integration_paused,
+)
+from harness.drill.cases.failures import (
+    destination_unavailable,
+    document_access_removed,
+    lookup_unavailable,
+    notification_fails,
+    timeout_after_commit,
+    worker_killed,
+)
+from harness.drill.cases.intake import (
+    duplicate_deliveries,
+    invalid_fields,
+    uncertain_classification,
+    valid_new_event,
+)
+from harness.drill.results import CaseResult
+from harness.drill.runner import Drill
+
+
+@dataclass(frozen=True)
+class Spec:
+    key: str
+    name: str
+    expected: str
+    run: Callable[[Drill, CaseResult], None]
+    needs_faults: bool = False
+    # The integrations whose destination the case writes to or counts at (the report names
+    # which destination each one was: against a real CRM, only the CRM is real).
+    uses: tuple[str, ...] = ("crm",)
+
+
+CASES = [
+    Spec(
+        "valid",
+        "valid new event",
+        "one intake, one acknowledged destination record",
+        valid_new_event,
+    ),
+    Spec(
+        "duplicate",
+        "same event delivered twice (and 50 times at once)",
+        "the existing result; one destination record",
+        duplicate_deliveries,
+    ),
+    Spec(
+        "invalid",
+        "invalid fields",
+        "422 with actionable errors; nothing stored as an enquiry",
+        invalid_fields,
+    ),
+    Spec(
+        "unavailable",
+        "destination unavailable",
+        "intake kept; recoverable state; bounded retries; visible in queue",
+        destination_unavailable,
+        needs_faults=True,
+    ),
+    Spec(
+        "timeout",
+        "timeout after the destination committed",
+        "unknown, reconciled to confirmed; one record",
+        timeout_after_commit,
+        needs_faults=True,
+    ),
+    Spec(
+        "killed",
+        "worker killed after the remote write succeeded",
+        "reconciled on restart; one record",
+        worker_killed,
+    ),
+    Spec(
+        "no-lookup",
+        "destination cannot be looked up",
+        "reconciliation queue, not a retry",
+        lookup_unavailable,
+        needs_faults=True,
+    ),
+    Spec(
+        "doc-access",
+        "document access removed",
+        "access failure; no invented fields",
+        document_access_removed,
+        needs_faults=True,
+        uses=("documents", "crm"),
+    ),
+    Spec(
+        "changed",
+        "enquiry changed after approval",
+        "renewed review before any write",
+        changed_after_approval,
+    ),
+    Spec("uncertain", "uncertain classification", "review queue", uncertain_classification),
+    Spec(
+        "notify-fails",
+        "CRM succeeds, notification fails",
+        "one CRM record; notification open separately",
+        notification_fails,
+        needs_faults=True,
+        uses=("crm", "notify"),
+    ),
+    Spec(
+        "corrected",
+        "category corrected before a retry",
+        "the retry sends the corrected, approved revision",
+        category_corrected,
+        needs_faults=True,
+    ),
+    Spec(
+        "paused",
+        "integration paused",
+        "intake kept, no writes, backlog visible; resume reviews it",
+        integration_paused,
+        needs_faults=True,
+    ),
+]

@@ -1,0 +1,198 @@
+"""The drill's cases where a destination or a worker fails: unavailable, a timeout after the
+commit, a worker killed after the write, no look-up, document access removed, a failing
+notification."""
+
+from __future__ import annotations
+
+from harness.drill.cases.steps import (
+    CLEANUP,
+    S,
+    create_calls_since,
+    deliver_to_crm,
+    ready_for_review,
+)
+from harness.drill.results import CaseFailed, CaseResult
+from harness.drill.runner import ACTOR, Drill
+from intake.models import Document
+from intake.services import reject_enquiry
+from ledger.models import Op
+from ledger.services import cancel_operation, complete_by_hand, retry_operation
+
+
+def destination_unavailable(d: Drill, case: CaseResult):
+    enquiry = ready_for_review(d, case)
+    crm = d.crm_operation(enquiry)
+    budget = 2 if crm is None or crm.integration is None else crm.integration.retry_budget
+    d.destination.fault("crm.create", "error_503", count=budget + 5)
+    op = d.approve(enquiry)
+    op = d.wait_operation(op, lambda o: o.state == Op.FAILED, "the CRM write to fail")
+    d.destination.clear_faults()
+    enquiry.refresh_from_db()
+    calls = op.attempts.filter(kind="call").count()
+    queue = d.queue_row("operation", op.pk)
+    count = d.records(case, enquiry)
+    case.note(
+        f"CRM operation failed ({op.attention}) after {calls} calls; enquiry {enquiry.state}; "
+        f"queue: {queue}; owner: {op.owner or 'queue policy'}"
+    )
+    case.check(d.stored_event(case.input_reference) is not None, "intake kept")
+    case.check(
+        enquiry.state == S.APPROVED, "enquiry recoverable (approved, not lost)", enquiry.state
+    )
+    case.check(calls == budget, f"bounded retries ({budget} calls)", calls)
+    case.check(op.attention == "retry_budget_exhausted", "marked retry budget exhausted")
+    case.check(queue == "failed", "visible in the queue", queue)
+    case.check(count == 0, "no destination record", count)
+    cancel_operation(op.pk, actor=d.reviewer, reason=CLEANUP)
+
+
+def timeout_after_commit(d: Drill, case: CaseResult):
+    enquiry = ready_for_review(d, case)
+    before = d.destination.requests_to("crm.create")
+    d.destination.fault("crm.create", "timeout_after_commit", delay_ms=2500)
+    op = d.approve(enquiry)
+    op = d.wait_operation(op, lambda o: o.state == Op.CONFIRMED, "reconciled to confirmed")
+    enquiry = d.wait_enquiry(enquiry, S.CONFIRMED)
+    outcomes = list(op.attempts.order_by("number").values_list("kind", "outcome"))
+    went_unknown = op.enquiry.journal.filter(subject_id=str(op.pk), to_state=Op.UNKNOWN).exists()
+    calls = d.destination.requests_to("crm.create") - before
+    count = d.records(case, enquiry)
+    case.note(f"attempts {outcomes}; enquiry {enquiry.state}; {calls} create call(s)")
+    case.check(went_unknown, "the timeout made the operation unknown (journal)")
+    case.check(
+        outcomes[:1] == [("call", "uncertain")] and outcomes[-1] == ("lookup", "found"),
+        "reconciled by lookup, not by a second send",
+        outcomes,
+    )
+    case.check(calls == 1, "one create call", calls)
+    case.check(count == 1, "one destination record", count)
+
+
+def worker_killed(d: Drill, case: CaseResult):
+    enquiry = ready_for_review(d, case)
+    before = d.destination.requests_to("crm.create")
+    op = None
+    for _attempt in range(3):
+        d.stop_cluster()
+        crashing = d.start_cluster(failpoints=["after_call_succeeded"])
+        if op is None:
+            op = d.approve(enquiry)
+        if crashing.wait_exit(timeout=60) is None:
+            raise CaseFailed("the cluster armed with after_call_succeeded did not crash in 60s")
+        op.refresh_from_db()
+        if op.state == Op.SUBMITTED:
+            break  # our write was the one in flight when the process group died
+        case.note(f"the cluster crashed on other work first (ours {op.state}); again")
+    case.check("FAILPOINT after_call_succeeded" in crashing.log(), "the worker was killed")
+    case.check(op.state == Op.SUBMITTED, "left in flight by the crash", op.state)
+    at_crash = d.destination.records(enquiry.reference)
+    case.check(at_crash == 1, "the remote write had succeeded", at_crash)
+    restarted = d.start_cluster()
+    op = d.wait_operation(
+        op, lambda o: o.state == Op.CONFIRMED, f"reconciled on restart\n{restarted.log(1500)}"
+    )
+    enquiry = d.wait_enquiry(enquiry, S.CONFIRMED)
+    outcomes = list(op.attempts.order_by("number").values_list("outcome", flat=True))
+    calls = create_calls_since(d, before)
+    count = d.records(case, enquiry)
+    case.note(
+        f"killed after the CRM answered ({at_crash} record); restarted; attempts {outcomes}; "
+        f"{calls} create call(s); enquiry {enquiry.state}"
+    )
+    case.check(outcomes[-1] == "found", "reconciled by lookup", outcomes)
+    case.check(calls in (1, None), "never sent again", calls)
+    case.check(count == 1, "one destination record", count)
+
+
+def lookup_unavailable(d: Drill, case: CaseResult):
+    enquiry = ready_for_review(d, case)
+    before = d.destination.requests_to("crm.create")
+    d.destination.capabilities(lookup=False)
+    d.destination.fault("crm.create", "timeout_after_commit", delay_ms=2500)
+    op = d.approve(enquiry)
+    op = d.wait_operation(
+        op,
+        lambda o: o.state == Op.UNKNOWN and o.attention,
+        "the operation to wait for a person",
+    )
+    enquiry.refresh_from_db()
+    outcomes = list(op.attempts.order_by("number").values_list("kind", "outcome"))
+    queue = d.queue_row("operation", op.pk)
+    calls = d.destination.requests_to("crm.create") - before
+    count = d.records(case, enquiry)
+    case.note(
+        f"operation {op.state} ({op.attention}); attempts {outcomes}; enquiry {enquiry.state}; "
+        f"queue: {queue}; {calls} create call(s)"
+    )
+    case.check(op.attention == "lookup_unavailable", "reconciliation queue (lookup unavailable)")
+    case.check(queue == "unknown", "visible in the queue", queue)
+    case.check(calls == 1, "not retried", calls)
+    case.check(enquiry.state == S.SUBMISSION_UNKNOWN, "enquiry submission unknown", enquiry.state)
+    case.check(count == 1, "one destination record (the timed-out write)", count)
+    # A person checks the CRM by hand and completes it with the record's ID.
+    d.destination.capabilities(lookup=True)
+    found = d.destination.crm_records(enquiry.reference)
+    if found:
+        complete_by_hand(op.pk, actor=ACTOR, reason=CLEANUP, external_id=found[0]["id"])
+
+
+def document_access_removed(d: Drill, case: CaseResult):
+    doc_id = f"drill-{d.run_id}-doc"
+    version = d.destination.put_document(doc_id, {"fields": {"permit": "DRILL-PERMIT-1"}})
+    d.destination.set_doc_access(doc_id, False)
+    enquiry = d.send(case, documents=[{"id": doc_id, "version": version}])
+    d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
+    op = d.operation(enquiry, "documents.extract")
+    if op is None:
+        raise CaseFailed("no documents.extract operation was proposed")
+    op = d.wait_operation(op, lambda o: o.state in (Op.FAILED, Op.CONFIRMED), "the extraction")
+    d.settle(enquiry)
+    document = Document.objects.get(enquiry=enquiry, document_id=doc_id)
+    revision = enquiry.revisions.order_by("-number").first()
+    queue = d.queue_row("operation", op.pk)
+    case.destination_records = d.destination.records(enquiry.reference)
+    case.note(
+        f"extraction {op.state} ({op.attention}); document {document.status}, "
+        f"extracted {document.extracted}; revision r{revision.number}; queue: {queue}"
+    )
+    case.check(op.state == Op.FAILED and op.attention == "access_denied", "an access failure")
+    case.check(document.status == "access_denied", "the document marked access denied")
+    case.check(document.extracted == {}, "no invented fields", document.extracted)
+    case.check(
+        revision.number == 1 and "permit" not in revision.fields,
+        "the revision is untouched",
+        revision.fields,
+    )
+    case.check(queue == "failed", "visible in the queue", queue)
+    cancel_operation(op.pk, actor=ACTOR, reason=CLEANUP)
+    reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+
+
+def notification_fails(d: Drill, case: CaseResult):
+    d.destination.fault("notify.send", "error_503", count=10)
+    enquiry = d.send(case)
+    d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
+    notify = d.operation(enquiry, "notify.send")
+    if notify is None:
+        raise CaseFailed("no acknowledgement was proposed")
+    d.wait_operation(notify, lambda o: o.state == Op.FAILED, "the acknowledgement to fail")
+    d.destination.clear_faults()
+    op = deliver_to_crm(d, case, enquiry)
+    notify.refresh_from_db()
+    count = d.records(case, enquiry)
+    messages = d.destination.notify_records(enquiry.reference)
+    queue = d.queue_row("operation", notify.pk)
+    case.note(
+        f"CRM {op.state} ({count} record); notification {notify.state} ({notify.attention}), "
+        f"{messages} message(s); queue: {queue}"
+    )
+    case.check(count == 1, "one CRM record", count)
+    case.check(notify.state == Op.FAILED, "the notification open on its own", notify.state)
+    case.check(queue == "failed", "the notification visible in the queue", queue)
+    case.check(messages == 0, "no message sent", messages)
+    # Retried on its own: the CRM write is not repeated.
+    retry_operation(notify.pk, actor=ACTOR, reason=CLEANUP)
+    d.wait_operation(notify, lambda o: o.state == Op.CONFIRMED, "the retried notification")
+    after = d.destination.records(enquiry.reference)
+    case.note(f"notification retried: {notify.state}; CRM records still {after}")
+    case.check(after == 1, "retrying the notification did not touch the CRM", after)
