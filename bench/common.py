@@ -1,4 +1,9 @@
-"""Shared pieces of the benchmarks: a throwaway database, timing, percentiles, processes."""
+"""Shared pieces of the benchmarks: a throwaway database, timing, percentiles, CPU by process.
+
+The children (web servers, clusters, the sandbox) are ``harness.processes.Child``: each with a
+fresh log under var/bench/, stopped on leaving its ``with`` block (SIGTERM, then SIGKILL of its
+whole group after ``STOP_TIMEOUT_SECONDS``), never left behind.
+"""
 
 import contextlib
 import json
@@ -12,10 +17,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness.processes import wait_until
+from harness.processes import Child
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "handover_bench"
+STOP_TIMEOUT_SECONDS = 15.0
 
 
 def server_url() -> str:
@@ -39,16 +45,21 @@ def recreate_database(url: str, name: str = BENCH_DB) -> str:
     return with_database(url, name)
 
 
-def wait_for_http(url: str, timeout: float = 30.0) -> None:
-    import requests
+def child(name: str, command: list[str], env: dict | None, log_path: Path) -> Child:
+    """A benchmark's child process: a fresh log each run, ``STOP_TIMEOUT_SECONDS`` to stop."""
+    return Child(name, command, env, log_path, stop_timeout=STOP_TIMEOUT_SECONDS, fresh_log=True)
 
-    def answered():
-        with contextlib.suppress(requests.RequestException):
-            requests.get(url, timeout=1)
-            return True
-        return False
 
-    wait_until(answered, timeout=timeout, interval=0.1, what=f"{url} to answer")
+def sandbox_child(port: int, data_file: Path, log_path: Path) -> Child:
+    """``python -m sandbox`` on ``port`` keeping its state in ``data_file``."""
+    command = [sys.executable, "-m", "sandbox", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--data", str(data_file)]
+    return child("sandbox", command, None, log_path)
+
+
+def cluster_child(env: dict, log_path: Path) -> Child:
+    """``manage.py qcluster`` with ``env`` (``child_env``)."""
+    return child("qcluster", [sys.executable, "manage.py", "qcluster"], env, log_path)
 
 
 def percentile(values, pct: float) -> float:
@@ -65,27 +76,6 @@ def median(values):
 
 def ratio(measured: float, baseline: float) -> float:
     return round(measured / baseline, 3) if baseline else 0.0
-
-
-@contextlib.contextmanager
-def process(cmd, *, env=None, cwd=ROOT, log=None):
-    """Run a child for the length of the block; always stopped, never left behind."""
-    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-        if log:
-            out.close()
 
 
 # --- added for bench/run.py ---------------------------------------------------------------------

@@ -14,34 +14,20 @@ server) spends per operation during the measured run: ``cpu_ms_per_op`` (bench.c
 
 from __future__ import annotations
 
-import sys
 import time
 
 from bench import baselines, data
 from bench.common import (
     CpuMeter,
     child_env,
+    cluster_child,
     median,
     median_cpu,
     postmaster_pid,
-    process,
     ratio,
+    sandbox_child,
 )
 from harness.processes import free_port, wait_until
-
-
-def _sandbox_command(port: int, data_file) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "sandbox",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data",
-        str(data_file),
-    ]
 
 
 def _stats(url: str) -> dict:
@@ -138,14 +124,10 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
     timeout = max(120.0, args.deliveries / 2)
     results: dict = {}
     with (
-        process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox.log") as box,
-        process(
-            [sys.executable, "manage.py", "qcluster"], env=env, log=log_dir / "qcluster.log"
-        ) as cluster,
+        sandbox_child(sandbox_port, sandbox_file, log_dir / "sandbox.log") as box,
+        cluster_child(env, log_dir / "qcluster.log") as cluster,
     ):
-        from bench.common import wait_for_http
-
-        wait_for_http(f"{sandbox_url}/_sandbox/stats", timeout=30)
+        box.wait_answers(f"{sandbox_url}/_sandbox/stats", timeout=30)
         # CPU by process during each measured run (bench.common.CpuMeter).
         roots = {"cluster": cluster.pid, "sandbox": box.pid}
         server = postmaster_pid(db_url)

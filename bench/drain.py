@@ -15,12 +15,11 @@
 
 from __future__ import annotations
 
-import sys
 import time
 
 from bench import data
-from bench.common import child_env, median, percentile, process, wait_for_http
-from bench.delivery import _confirmed, _deliver, _records_for, _sandbox_command, _stats
+from bench.common import child_env, cluster_child, median, percentile, sandbox_child
+from bench.delivery import _confirmed, _deliver, _records_for, _stats
 from harness.processes import free_port, wait_until
 
 
@@ -35,13 +34,7 @@ def _clusters(count: int, env: dict, log_dir, tag: str):
 
     stack = ExitStack()
     for n in range(count):
-        stack.enter_context(
-            process(
-                [sys.executable, "manage.py", "qcluster"],
-                env=env,
-                log=log_dir / f"qcluster-{tag}-{n + 1}.log",
-            )
-        )
+        stack.enter_context(cluster_child(env, log_dir / f"qcluster-{tag}-{n + 1}.log"))
     return stack
 
 
@@ -131,8 +124,8 @@ def measure_drain(db_url: str, args, log_dir, *, capacity_per_s: float | None = 
     sandbox_port, sandbox_url, sandbox_file, reviewer, env = _setup(db_url, args, log_dir, "drain")
     source = "delivery section of this run"
     runs = []
-    with process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox-drain.log"):
-        wait_for_http(f"{sandbox_url}/_sandbox/stats", timeout=30)
+    with sandbox_child(sandbox_port, sandbox_file, log_dir / "sandbox-drain.log") as box:
+        box.wait_answers(f"{sandbox_url}/_sandbox/stats", timeout=30)
         if not capacity_per_s:
             # What this machine delivers now with no limit, so that R can be kept "well below
             # what the machine can send": above it the ratio measures the machine, not the
@@ -184,12 +177,10 @@ def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None 
     )
     timeout = 300.0
     with (
-        process(_sandbox_command(sandbox_port, sandbox_file), log=log_dir / "sandbox-latency.log"),
-        process(
-            [sys.executable, "manage.py", "qcluster"], env=env, log=log_dir / "qcluster-latency.log"
-        ),
+        sandbox_child(sandbox_port, sandbox_file, log_dir / "sandbox-latency.log") as box,
+        cluster_child(env, log_dir / "qcluster-latency.log"),
     ):
-        wait_for_http(f"{sandbox_url}/_sandbox/stats", timeout=30)
+        box.wait_answers(f"{sandbox_url}/_sandbox/stats", timeout=30)
         _deliver(20, "LW", reviewer, timeout=120)  # warm up
         source = "delivery section of this run"
         if not capacity_per_s:

@@ -21,14 +21,13 @@ from bench.common import (
     BENCH_SECRET,
     BENCH_SOURCE,
     CpuMeter,
+    child,
     child_env,
     median,
     median_cpu,
     percentile,
     postmaster_pid,
-    process,
     ratio,
-    wait_for_http,
 )
 from harness.processes import free_port
 
@@ -241,15 +240,17 @@ def measure(db_url: str, args, log_dir) -> dict:
     baselines.raw_table(db_url)
     server = postmaster_pid(db_url)
     with (
-        process(cmd, env=env, log=log_dir / "gunicorn.log") as web,
-        process(ceiling_cmd, env=env, log=log_dir / "gunicorn-ceiling.log") as ceiling_web,
+        child("web", cmd, env, log_dir / "gunicorn.log") as web,
+        child("ceiling", ceiling_cmd, env, log_dir / "gunicorn-ceiling.log") as ceiling_web,
     ):
         # CPU by process during each measured run (bench.common.CpuMeter): the web server,
         # PostgreSQL (when it runs here) and this process (the senders).
         postgres = {"postgres": server} if server is not None else {}
         roots, ceiling_roots = {"web": web.pid} | postgres, {"web": ceiling_web.pid} | postgres
-        wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
-        wait_for_http(f"http://127.0.0.1:{ceiling_port}/intake/events/{BENCH_SOURCE}/", timeout=60)
+        web.wait_answers(f"http://127.0.0.1:{port}/healthz", timeout=60)
+        ceiling_web.wait_answers(
+            f"http://127.0.0.1:{ceiling_port}/intake/events/{BENCH_SOURCE}/", timeout=60
+        )
         # Warm every worker's connection and imports before timing anything.
         warm = make_events(args.senders * args.web_workers * 4, 0.0, seed=0)
         send_all(port, warm, args.senders)

@@ -7,48 +7,45 @@
         assert sandbox.stats()["crm"]["total"] == 1
 
 The child is ``python -m sandbox`` (no Django), its output goes to ``<data>.log`` next to the
-data file. The process itself is ``harness.processes.Child`` (the one process wrapper of the test
-equipment); like it, the control calls use only the standard library, so this helper adds no
-dependency to the tests that use it.
+data file. ``SandboxProcess`` is a ``harness.processes.Child`` (the one process wrapper of the
+test equipment: ``stop()``, ``kill()``, ``running``, ``pid``, ``log_path`` are its), and, like
+it, uses only the standard library, so this helper adds no dependency to the tests that use it.
+Test equipment: product code never imports it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.processes import Child, free_port, wait_until
+from harness.processes import Child, control_call, free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 STARTUP_TIMEOUT_SECONDS = 15.0
 STOP_TIMEOUT_SECONDS = 10.0
-CONTROL_TIMEOUT_SECONDS = 10.0
-LOG_TAIL_CHARS = 4000
-
-# Control calls go straight to the local process, never through an environment proxy.
-_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class SandboxError(RuntimeError):
     """The sandbox process did not start, or a control call failed."""
 
 
-class SandboxProcess:
+class SandboxProcess(Child):
     def __init__(self, host: str = "127.0.0.1", startup_timeout: float = STARTUP_TIMEOUT_SECONDS):
+        # No cwd of its own: PYTHONPATH finds the package (see _child_environment).
+        super().__init__(
+            "sandbox", [], cwd=None, own_session=False, stop_timeout=STOP_TIMEOUT_SECONDS
+        )
         self.host = host
         self.startup_timeout = startup_timeout
         self.data_path: Path | None = None
         self.port: int | None = None
         self.token: str | None = None
-        self._child: Child | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------------
+    # -- lifecycle (stop(): SIGTERM, then SIGKILL if no orderly exit comes; kill(): a crash,
+    # whatever the sandbox had committed must survive it) --------------------------------------
 
     def start(
         self, data_path: str | os.PathLike[str], port: int | None = None, token: str | None = None
@@ -62,18 +59,6 @@ class SandboxProcess:
         self._launch()
         return self
 
-    def stop(self) -> None:
-        """SIGTERM, then wait for an orderly exit (SIGKILL if it does not come)."""
-        child, self._child = self._child, None
-        if child is not None:
-            child.stop(timeout=STOP_TIMEOUT_SECONDS)
-
-    def kill(self) -> None:
-        """SIGKILL: a crash. Whatever the sandbox had committed must survive it."""
-        child, self._child = self._child, None
-        if child is not None:
-            child.kill()
-
     def restart(self) -> None:
         """Stop (if still running) and start again on the same port, data file and token."""
         if self.data_path is None:
@@ -82,24 +67,10 @@ class SandboxProcess:
         self._launch()
 
     @property
-    def running(self) -> bool:
-        return self._child is not None and self._child.running
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child else None
-
-    @property
     def url(self) -> str:
         if self.port is None:
             raise SandboxError("sandbox not started")
         return f"http://{self.host}:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        if self.data_path is None:
-            raise SandboxError("sandbox not started")
-        return self.data_path.with_name(self.data_path.name + ".log")
 
     @property
     def auth_headers(self) -> dict[str, str]:
@@ -107,10 +78,7 @@ class SandboxProcess:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def __enter__(self) -> SandboxProcess:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        return self  # started by start(data_path), stopped on the way out
 
     # -- control plane -------------------------------------------------------------------------
 
@@ -145,7 +113,7 @@ class SandboxProcess:
     def _launch(self) -> None:
         if self.data_path is None or self.port is None:
             raise SandboxError("sandbox not started")
-        command = [
+        self.command = [
             sys.executable,
             "-m",
             "sandbox",
@@ -157,59 +125,19 @@ class SandboxProcess:
             str(self.data_path),
         ]
         if self.token:
-            command += ["--token", self.token]
-        self.data_path.parent.mkdir(parents=True, exist_ok=True)
-        # No cwd of its own: PYTHONPATH finds the package (see _child_environment).
-        env = _child_environment()
-        child = Child("sandbox", command, env, self.log_path, cwd=None, own_session=False)
-        self._child = child.start()
-        try:
-            answered = wait_until(
-                self._answers_or_exited, timeout=self.startup_timeout, error=_Late
-            )
-        except _Late:
-            self.kill()
-            raise SandboxError(
-                f"sandbox did not answer on {self.url} within {self.startup_timeout:.0f}s; "
-                f"its output:\n{child.log_since_start(LOG_TAIL_CHARS)}"
-            ) from None
-        if answered == "exited":
-            self._child = None
-            raise SandboxError(
-                f"sandbox exited with code {child.process.returncode} before answering on "
-                f"{self.url}; its output:\n{child.log_since_start(LOG_TAIL_CHARS)}"
-            )
-
-    def _answers_or_exited(self) -> str | None:
-        if not self.running:
-            return "exited"
-        # Check the responder's pid: another process may hold the port we picked.
-        request = urllib.request.Request(self.url + "/_sandbox/stats")
-        try:
-            with _opener.open(request, timeout=1.0) as response:
-                response.read()
-                if response.headers.get("X-Sandbox-Pid") == str(self.pid):
-                    return "answered"
-        except (OSError, urllib.error.URLError):
-            pass
-        return None
+            self.command += ["--token", self.token]
+        self.env = _child_environment()
+        self.log_path = self.data_path.with_name(self.data_path.name + ".log")
+        super().start()
+        self.wait_answers(
+            self.url + "/_sandbox/stats",
+            pid_header="X-Sandbox-Pid",
+            timeout=self.startup_timeout,
+            error=SandboxError,
+        )
 
     def _control(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
-        data = None if payload is None else json.dumps(payload).encode("utf-8")
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with _opener.open(request, timeout=CONTROL_TIMEOUT_SECONDS) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            with exc:  # an HTTPError holds the open response; close it
-                body = exc.read().decode("utf-8", "replace")
-            raise SandboxError(f"{method} {path} -> {exc.code}: {body}") from None
-
-
-class _Late(Exception):
-    pass
+        return control_call(self.url, method, path, payload, error=SandboxError)
 
 
 def _child_environment() -> dict[str, str]:

@@ -13,11 +13,10 @@ import secrets
 import sys
 from pathlib import Path
 
-import requests
 from django.db import connection
 
 from config.db import connection_url
-from harness.processes import Child, free_port, wait_until
+from harness.processes import Child, free_port
 
 
 class DrillError(RuntimeError):
@@ -85,25 +84,4 @@ class WebServer(Child):
         return f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        with requests.Session() as session:
-            session.trust_env = False
-
-            def answered():
-                if not self.running:
-                    raise DrillError(f"the web server exited; its log:\n{self.log()}")
-                try:
-                    session.get(self.url + "/healthz", timeout=2)
-                    return True
-                except requests.RequestException:
-                    return False
-
-            try:
-                wait_until(answered, timeout=timeout, interval=0.1, error=_Late)
-            except _Late:
-                raise DrillError(
-                    f"the web server did not answer within {timeout:g}s:\n{self.log()}"
-                ) from None
-
-
-class _Late(Exception):
-    pass
+        self.wait_answers(self.url + "/healthz", timeout=timeout, interval=0.1, error=DrillError)

@@ -570,7 +570,7 @@ def test_stopping_with_a_request_held_is_an_orderly_exit(sandbox_process, tmp_pa
         waiting = threading.Thread(target=call)
         waiting.start()
         wait_for(lambda: proxy.stats()["held"] == 1, "the request held")
-        child = proxy._child.process
+        child = proxy.process
         proxy.stop()
         waiting.join()
     assert child.returncode == 0  # SIGTERM was enough

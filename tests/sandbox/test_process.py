@@ -59,7 +59,7 @@ def test_context_manager_stops_the_process(tmp_path):
         process.start(tmp_path / "s.sqlite3")
         assert process.running
         assert process.url.startswith("http://127.0.0.1:")
-        child = process._child.process
+        child = process.process
     assert not process.running
     assert child.returncode is not None
     assert "sandbox serving" in process.log_path.read_text()

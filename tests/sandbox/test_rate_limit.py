@@ -3,7 +3,7 @@ counts: what the limits in Handover are measured against."""
 
 import pytest
 
-from sandbox.store import _max_in_window
+from sandbox.store.control import _max_in_window
 
 pytestmark = pytest.mark.slow  # every test starts a real sandbox process
 
