@@ -38,6 +38,35 @@ def test_demo_history_is_dated_in_the_past(demo):
     )
 
 
+def test_demo_journal_is_stamped_at_each_steps_minute(demo):
+    """The story's minutes are the journal's: TEST-001 from arrival to submission unknown."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger.models import JournalEntry
+
+    test_001 = Enquiry.objects.get(reference="TEST-001")
+    arrived = test_001.created_at
+    assert abs(timezone.now() - timedelta(hours=3.2) - arrived) < timedelta(minutes=1)
+    rows = JournalEntry.objects.filter(enquiry=test_001).order_by("at", "id")
+    assert [(row.action, round((row.at - arrived).total_seconds(), 3)) for row in rows] == [
+        ("intake.enquiry.validate", 6),
+        ("intake.enquiry.mark_ready_for_review", 24),
+        ("intake.enquiry.approve", 720),
+        ("ledger.operation.approve", 726),
+        ("ledger.operation.submit", 732),
+        ("ledger.operation.mark_unknown", 744),
+        ("intake.enquiry.submit", 744),
+        ("intake.enquiry.mark_submission_unknown", 750),
+    ]
+    attempts = test_001.operations.get().attempts.order_by("number")
+    assert [(a.started_at - arrived, a.ended_at - a.started_at) for a in attempts] == [
+        (timedelta(minutes=12.2), timedelta(seconds=10)),
+        (timedelta(minutes=13), timedelta(seconds=0.2)),
+    ]
+
+
 def test_seed_demo_is_idempotent(demo):
     from io import StringIO
 

@@ -1,0 +1,305 @@
+"""Playing the demo stories: each enquiry walked through its real transitions at its own time.
+
+The walk goes through the models' own transitions, so the journal is the one a running system
+would write. Each step runs at the moment it happened: the models' defaults, ``auto_now``, the
+transitions and the journal all read ``timezone.now()``, and the journal is append-only (a
+trigger refuses UPDATE), so its times cannot be set afterwards; time-machine stops the clock at
+that moment for the step. Rows the seed writes itself (attempts, a pause) get explicit times.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import time_machine
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revision, Suggestion
+from ledger import journal
+from ledger.models import Attempt, Integration, Operation, payload_hash
+from recovery.demo import steps as on
+from recovery.demo.stories import POLICIES, STORIES
+from recovery.models import ResponsePolicy
+
+SOURCE = "website"
+KEYWORDS = "model:keywords@kw-1"
+
+
+def at(moment):
+    """Stop the clock at ``moment`` for the block (every ``timezone.now()`` answers it)."""
+    return time_machine.travel(moment, tick=False)
+
+
+class Player:
+    """Plays one story: creates its enquiry, then each step at its minute."""
+
+    def __init__(self, story, *, now, users, categories, integrations):
+        self.story = story
+        self.t = now - timedelta(hours=story.hours_ago)
+        self.users = users
+        self.integrations = integrations
+        self.category = categories[story.category] if story.category else None
+        self.ops = {}  # action -> the story's operation, for a later step that names it
+
+    def moment(self, minutes):
+        return self.t + timedelta(minutes=minutes)
+
+    def actor(self, name):
+        return self.users.get(name, name)
+
+    def play(self):
+        self.receive()
+        handlers = {
+            on.Step: self.step,
+            on.Intake: self.intake,
+            on.Revise: self.revise,
+            on.Write: self.write,
+            on.ProposeCompensation: self.propose_compensation,
+            on.Pause: self.pause,
+        }
+        for step in self.story.steps:
+            handlers[type(step)](step)
+        if self.story.owner:
+            Enquiry.objects.filter(pk=self.enquiry.pk).update(owner=self.users[self.story.owner])
+        return self.enquiry
+
+    def receive(self):
+        s = self.story
+        fields = {
+            "name": s.name,
+            "email": s.email,
+            "phone": "",
+            "subject": s.subject,
+            "message": s.message,
+            "service_hint": "",
+            "category": None,
+        }
+        reference = {"reference": s.reference} if s.reference else {}
+        with at(self.t):
+            self.enquiry = Enquiry.objects.create(
+                **reference,
+                source=SOURCE,
+                workflow_version="2026.11",
+                name=s.name,
+                email=s.email,
+                subject=s.subject,
+                message=s.message,
+                consent=True,
+            )
+            Revision.objects.create(enquiry=self.enquiry, number=1, fields=fields)
+            IntakeEvent.objects.create(
+                source=SOURCE,
+                event_id=f"evt_demo_{self.enquiry.reference}",
+                body='{"demo": true}',
+                body_sha256="0" * 64,
+                enquiry=self.enquiry,
+                deliveries=s.deliveries,
+            )
+
+    def step(self, step):
+        with at(self.moment(step.minutes)), transaction.atomic():
+            getattr(self.enquiry, step.name)(
+                actor=self.actor(step.actor), reason=step.reason, evidence=step.evidence or {}
+            )
+            self.enquiry.save()
+
+    def intake(self, step):
+        minutes = step.minutes
+        self.step(on.Step(minutes, "validate", reason="signed event accepted"))
+        resolved = self.category is not None and step.suggestion == "valid"
+        label = self.category.slug if resolved else "unresolved"
+        with at(self.moment(minutes + 0.2)):
+            Suggestion.objects.create(
+                enquiry=self.enquiry,
+                revision=1,
+                provider="keywords",
+                model="keywords",
+                prompt_version="kw-1",
+                raw_output=label,
+                label=label,
+                category=self.category if resolved else None,
+                confidence=step.confidence if resolved else 0.2,
+                validation="valid" if resolved else step.suggestion,
+                explanation=step.explanation,
+            )
+            if resolved:
+                revision = self.enquiry.revision
+                revision.category = self.category
+                revision.fields = {**revision.fields, "category": self.category.slug}
+                revision.save()
+                Enquiry.objects.filter(pk=self.enquiry.pk).update(category=self.category)
+                self.enquiry.category = self.category
+        self.step(
+            on.Step(
+                minutes + 0.3,
+                "mark_ready_for_review",
+                actor=KEYWORDS if resolved else on.SEED,
+                reason=f"suggested {label}",
+            )
+        )
+
+    def revise(self, step):
+        actor = self.actor(step.actor)
+        enquiry = self.enquiry
+        with at(self.moment(step.minutes)), transaction.atomic():
+            revision = Revision.objects.create(
+                enquiry=enquiry,
+                number=enquiry.current_revision + 1,
+                origin="reviewer",
+                created_by=actor,
+                note=step.note,
+                category=self.category,
+                fields={**enquiry.revision.fields, **step.fields},
+            )
+            enquiry.revise(actor=actor, reason=step.note, evidence={"revision": revision.number})
+            enquiry.current_revision = revision.number
+            enquiry.save()
+
+    def write(self, step):
+        enquiry = self.enquiry
+        action = step.action
+        revision = enquiry.approved_revision or enquiry.current_revision
+        payload = {"reference": enquiry.reference, "revision": revision}
+        with at(self.moment(step.minutes)):
+            op = Operation.objects.create(
+                enquiry=enquiry,
+                action=action,
+                revision=revision,
+                idempotency_key=Operation.make_key(enquiry.pk, action, revision),
+                payload=payload,
+                payload_hash=payload_hash(payload),
+                integration=self.integrations[step.integration],
+                compensates=self.ops[step.compensates] if step.compensates else None,
+            )
+        for offset, name, reason, *who in step.transitions:
+            actor = self.actor(who[0]) if who else (on.SEED if name == "approve" else on.WORKER)
+            with at(self.moment(step.minutes + offset)), transaction.atomic():
+                getattr(op, name)(actor=actor, reason=reason)
+                op.save()
+        Operation.objects.filter(pk=op.pk).update(
+            attention=step.attention,
+            external_id=step.external_id,
+            held=step.held,
+            last_error_class=step.error[0],
+            last_error_message=step.error[1],
+            attempt_count=op.attempts.count(),
+        )
+        op.refresh_from_db()
+        self.ops[action] = op
+        for call in step.attempts:
+            self.call(op, call)
+        return op
+
+    def call(self, op, call):
+        number = op.attempts.count() + 1
+        started = self.moment(call.minutes)
+        integration = op.integration
+        Attempt.objects.create(
+            operation=op,
+            number=number,
+            kind=call.kind,
+            worker="worker-demo-1",
+            started_at=started,
+            ended_at=None if call.took is None else started + timedelta(seconds=call.took),
+            request_summary={
+                "method": "POST" if call.kind == "call" else "GET",
+                "url": f"{integration.base_url if integration else ''}"
+                f"/{op.action.replace('.', '/')}",
+                "idempotency_key": op.idempotency_key,
+            },
+            response_status=call.status,
+            response_body=call.body,
+            error_class=call.error_class,
+            error_message=call.error_message,
+            outcome=call.outcome,
+        )
+        Operation.objects.filter(pk=op.pk).update(
+            attempt_count=number,
+            last_attempted_at=Attempt.objects.filter(operation=op)
+            .order_by("-started_at")
+            .values("started_at")[:1],
+            **({"last_error_status": call.status} if call.error_class else {}),
+        )
+
+    def propose_compensation(self, step):
+        earlier = self.ops[step.compensates]
+        undo = on.Write(
+            step.action, earlier.integration.name, step.minutes, compensates=step.compensates
+        )
+        close = self.write(undo)
+        with at(self.moment(step.minutes)):
+            journal.record(
+                close,
+                "recovery.operation.compensation_proposed",
+                actor=self.actor(step.actor),
+                reason=step.reason,
+                evidence={"compensates": str(earlier.pk)},
+                to_state="proposed",
+            )
+
+    def pause(self, step):
+        integration = self.integrations[step.integration]
+        actor = self.actor(step.actor)
+        moment = self.moment(step.minutes)
+        with at(moment), transaction.atomic():
+            Integration.objects.filter(pk=integration.pk).update(
+                paused=True, paused_at=moment, paused_by=actor, pause_reason=step.reason
+            )
+            integration.refresh_from_db()
+            held = Operation.objects.filter(integration=integration, held=True).count()
+            journal.record(
+                integration,
+                "ledger.integration.paused",
+                actor=actor,
+                reason=step.reason,
+                evidence={"held": held},
+            )
+
+
+def seed_policies(users, integrations):
+    for queue, integration, owner, backup, period, cadence in POLICIES:
+        ResponsePolicy.objects.update_or_create(
+            queue=queue,
+            integration=integrations[integration] if integration else None,
+            defaults={
+                "owner": users[owner],
+                "backup_owner": users[backup],
+                "response_period": period,
+                "review_cadence": cadence,
+            },
+        )
+
+
+def finish(played):
+    """What the console shows about the whole set: review outcomes, repeated deliveries."""
+    delivered = Suggestion.objects.filter(enquiry__approved_revision__isnull=False)
+    delivered.exclude(label="unresolved").update(review_outcome="accepted")
+    for story, enquiry in played:
+        if story.review_outcome:
+            Suggestion.objects.filter(enquiry=enquiry).update(review_outcome=story.review_outcome)
+    for story, enquiry in played:
+        if story.conflicting_delivery:
+            EventConflict.objects.create(
+                event=enquiry.event, body_sha256="f" * 64, body='{"changed": true}'
+            )
+
+
+def seed_work(now=None):
+    """Play every story, each dated back from ``now`` (default: the real time)."""
+    now = now or timezone.now()
+    usernames = ["coordinator", "reviewer", "admin"]
+    users = {u.username: u for u in get_user_model().objects.filter(username__in=usernames)}
+    categories = {c.slug: c for c in Category.objects.all()}
+    integrations = {i.name: i for i in Integration.objects.all()}
+    seed_policies(users, integrations)
+    # Each integration names the person told when its credentials are refused.
+    Integration.objects.filter(owner__isnull=True).update(owner=users["admin"])
+    played = []
+    for story in STORIES:
+        player = Player(
+            story, now=now, users=users, categories=categories, integrations=integrations
+        )
+        played.append((story, player.play()))
+    finish(played)
