@@ -14,6 +14,7 @@ from django_fsm import TransitionNotAllowed
 from intake.models import Enquiry, EnquiryState
 from intake.visible import has_visible_text
 from ledger import failpoints, journal
+from ledger import messages as said
 from ledger.execution import schedule_reconcile
 from ledger.models import Op, Operation, payload_hash
 from ledger.policies import (
@@ -43,7 +44,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
     """Enquiry.approve + the CRM operation for that revision approved + its task, one commit."""
     require_permission(actor, "intake.approve_revision")
     if reason and not has_visible_text(reason):  # blank: the default reason below
-        raise ActionRefused("A reason is required: one with visible text.")
+        raise ActionRefused(said.REASON_REQUIRED)
     with transaction.atomic():
         enquiry = Enquiry.objects.select_for_update().get(pk=enquiry_id)
         revision = enquiry.revision
@@ -51,7 +52,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
             enquiry.approve(actor=actor, reason=reason, evidence={"revision": revision.number})
         except TransitionNotAllowed as exc:
             raise ActionRefused(
-                f"A {enquiry.get_state_display()} enquiry cannot be approved."
+                said.ENQUIRY_NOT_APPROVABLE % {"state": enquiry.get_state_display()}
             ) from exc
         enquiry.save()
         revision.approved_by = actor if isinstance(actor, AbstractBaseUser) else None
@@ -92,8 +93,8 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
             # the same key: a cancelled write that was sent only exists for an enquiry that was
             # closed (withdrawn) or revised, neither of which can be approved again.
             raise ActionRefused(
-                f"Revision {revision.number} already has a {op.get_state_display().lower()} "
-                "CRM write that was sent; it cannot be approved again under the same key."
+                said.ALREADY_SENT
+                % {"revision": revision.number, "state": op.get_state_display().lower()}
             )
         if op.payload_hash != payload_hash(payload):
             op.payload = payload
@@ -130,7 +131,7 @@ def retry_operation(op_id, *, actor, reason) -> Operation:
     with operator_action(op_id, RETRY, actor=actor, reason=reason) as act:
         op = act.op
         if op.integration is not None and op.integration.paused:
-            raise ActionRefused(f"{op.integration} is paused; resume it first.")
+            raise ActionRefused(said.PAUSED_RESUME_FIRST % {"integration": op.integration})
         op.budget_used = 0  # a person's retry starts a fresh budget
         op.next_attempt_at = None
         act.transition(op.retry, evidence={"idempotency_key": op.idempotency_key})
@@ -145,7 +146,7 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
     reason = require_reason(reason)
     external_id = (external_id or "").strip()
     if not external_id:
-        raise ActionRefused("The destination's reference for the record is required.")
+        raise ActionRefused(said.EXTERNAL_ID_REQUIRED)
     with operator_action(op_id, COMPLETE, actor=actor, reason=reason) as act:
         enquiry, op = act.enquiry, act.op
         op.external_id = external_id

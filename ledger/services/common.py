@@ -15,6 +15,7 @@ from intake.models import Enquiry
 from intake.visible import has_visible_text
 from intake.workflow import actor_label, system_actor
 from ledger import journal
+from ledger import messages as said
 from ledger.execution import lock_operation
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration, Operation
@@ -30,15 +31,17 @@ class ActionRefused(ValueError):
 def require_permission(actor, permission):
     if isinstance(actor, AbstractBaseUser):
         if not (actor.is_active and actor.has_perm(permission)):
-            raise PermissionDenied(f"{actor_label(actor)} may not do this ({permission})")
+            raise PermissionDenied(
+                said.MAY_NOT % {"actor": actor_label(actor), "permission": permission}
+            )
     elif not str(actor).startswith("system:"):
-        raise PermissionDenied(f"{actor} may not do this")
+        raise PermissionDenied(said.SYSTEM_MAY_NOT % {"actor": actor})
 
 
 def require_reason(reason) -> str:
     reason = (reason or "").strip()
     if not has_visible_text(reason):
-        raise ActionRefused("A reason is required: one with visible text.")
+        raise ActionRefused(said.REASON_REQUIRED)
     return reason
 
 
@@ -95,10 +98,11 @@ def operator_action(op_id, action, *, actor, reason) -> Iterator[Acting]:
     with transaction.atomic():
         enquiry, op = lock_operation(op_id)
         if op is None:
-            raise ActionRefused("No such operation.")
+            raise ActionRefused(said.NO_SUCH_OPERATION)
         if action not in state_allows(op):
             raise ActionRefused(
-                f"{action.replace('_', ' ')} is not possible for a {op.state} {op.action}."
+                said.NOT_OFFERED
+                % {"action": action.replace("_", " "), "state": op.state, "operation": op.action}
             )
         if not fixed:
             require_permission(actor, permission_for(op, action))

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from intake.models import Enquiry
 from ledger import journal, limits
+from ledger import messages as said
 from ledger.models import Integration, Op, Operation
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.services.common import (
@@ -36,7 +37,7 @@ def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
     require_permission(actor, "ledger.change_integration")
     unknown = set(changes) - set(Integration.CONFIGURABLE)
     if unknown:
-        raise ActionRefused(f"Not configurable here: {', '.join(sorted(unknown))}.")
+        raise ActionRefused(said.NOT_CONFIGURABLE % {"fields": ", ".join(sorted(unknown))})
     with transaction.atomic():
         row = Integration.objects.select_for_update().get(name=name)
         diff = {}
@@ -51,7 +52,7 @@ def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
             else:
                 diff[field] = {"from": before, "to": after}
         if not diff:
-            raise ActionRefused(f"Nothing changed: {row}'s settings are as they were.")
+            raise ActionRefused(said.NOTHING_CHANGED % {"integration": row})
         row.full_clean()  # ValidationError: the view shows it on the field
         row.save(update_fields=[*diff])
         journal.record(
@@ -97,7 +98,7 @@ def pause_integration(name, *, actor, reason) -> Integration:
     with transaction.atomic():
         row = Integration.objects.select_for_update().get(name=name)
         if row.paused:
-            raise ActionRefused(f"{row} is already paused.")
+            raise ActionRefused(said.ALREADY_PAUSED % {"integration": row})
         row.paused = True
         row.paused_at = timezone.now()
         row.paused_by = actor if isinstance(actor, AbstractBaseUser) else None
@@ -119,7 +120,7 @@ def resume_integration(name, *, actor, reason) -> Integration:
     with transaction.atomic():
         row = Integration.objects.select_for_update().get(name=name)
         if not row.paused:
-            raise ActionRefused(f"{row} is not paused.")
+            raise ActionRefused(said.NOT_PAUSED % {"integration": row})
         waiting = backlog(name).count()
         row.paused = False
         row.awaiting_backlog_review = waiting > 0
@@ -148,7 +149,7 @@ def release_backlog(name, *, actor, reason, operation_ids=None) -> list[Operatio
     with transaction.atomic(), journal.deferred(), batched():
         row = Integration.objects.select_for_update().get(name=name)
         if row.paused:
-            raise ActionRefused(f"{row} is paused; resume it before releasing its backlog.")
+            raise ActionRefused(said.PAUSED_BEFORE_RELEASE % {"integration": row})
         chosen = backlog(name)
         if operation_ids is not None:
             chosen = chosen.filter(pk__in=list(operation_ids))
