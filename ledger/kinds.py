@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from ledger import messages as said
 from ledger.connectors.appointments import AppointmentsConnector
 from ledger.connectors.base import Connector, ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import (
@@ -81,13 +82,14 @@ class Kind:
         """What the row must hold for this kind, as field -> message (Integration.clean)."""
         errors = {}
         if not self.serves(integration.name):
-            served = ", ".join(sorted(self.connectors)) or "nothing"
-            errors["kind"] = (
-                f"{self.label} cannot serve the {integration.get_name_display()} integration "
-                f"(it serves: {served})."
-            )
+            served = ", ".join(sorted(self.connectors)) or said.SERVES_NOTHING
+            errors["kind"] = said.KIND_CANNOT_SERVE % {
+                "kind": self.label,
+                "integration": integration.get_name_display(),
+                "served": served,
+            }
         if self.needs_token and not (integration.token or "").strip():
-            errors["token"] = f"{self.label} needs an API token."
+            errors["token"] = said.KIND_NEEDS_TOKEN % {"kind": self.label}
         return errors
 
     def check(self, integration) -> list[str]:

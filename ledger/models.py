@@ -11,6 +11,7 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from intake.models import Enquiry
 from intake.workflow import SYSTEM
+from ledger import messages as said
 from ledger.kinds import CHOICES as KIND_CHOICES
 from ledger.kinds import HANDOVER as HANDOVER_KIND
 
@@ -177,21 +178,20 @@ class Integration(models.Model):
         cluster_timeout = settings.Q_CLUSTER.get("timeout")
         retry = settings.Q_CLUSTER.get("retry")
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
-            errors["timeout_seconds"] = "Must be more than 0 s."
+            errors["timeout_seconds"] = said.TIMEOUT_NOT_POSITIVE
         elif (
             cluster_timeout is not None
             and self.timeout_seconds is not None
             and self.timeout_seconds >= cluster_timeout
         ):
-            errors["timeout_seconds"] = (
-                f"Must be shorter than the workers' timeout "
-                f"(Q_TIMEOUT={cluster_timeout} s), or every slow call is killed mid-flight."
-            )
+            errors["timeout_seconds"] = said.TIMEOUT_NOT_UNDER_CLUSTER % {
+                "timeout": cluster_timeout
+            }
         if cluster_timeout is not None and retry is not None and cluster_timeout >= retry:
-            errors["__all__"] = (
-                f"The workers' timeout (Q_TIMEOUT={cluster_timeout} s) must be shorter than "
-                f"their retry (Q_RETRY={retry} s): fix the environment, then save again."
-            )
+            errors["__all__"] = said.CLUSTER_TIMEOUT_NOT_UNDER_RETRY % {
+                "timeout": cluster_timeout,
+                "retry": retry,
+            }
         from ledger.kinds import KINDS
 
         kind = KINDS.get(self.kind)

@@ -18,7 +18,7 @@ def execute_operation(op_id: str) -> str:
     return outcome
 
 
-def reconcile_operation(op_id: str) -> str:
+def reconcile_operation(op_id: str) -> execution.Lookup:
     outcome = execution.reconcile(op_id)
     logger.info("reconcile %s: %s", op_id, outcome)
     return outcome

@@ -15,6 +15,8 @@ from decimal import Decimal, InvalidOperation
 from django import forms
 from django.core.exceptions import ValidationError
 
+from recovery import messages as said
+
 UNITS = {
     "d": 86400,
     "day": 86400,
@@ -54,12 +56,12 @@ def parse_duration(text: str) -> timedelta:
     else, whatever the text."""
     text = (text or "").strip()
     if not text:
-        raise NotADuration(f"Enter a duration, e.g. {EXAMPLES}.")
+        raise NotADuration(said.DURATION_EXPECTED % {"examples": EXAMPLES})
     shown = text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
     if len(text) > MAX_TEXT:
-        raise NotADuration(f"“{shown}” is too long for a duration: write e.g. {EXAMPLES}.")
+        raise NotADuration(said.DURATION_TOO_LONG % {"text": shown, "examples": EXAMPLES})
     if re.fullmatch(r"[0-9]+(?:[.,][0-9]+)?", text):
-        raise NotADuration(f"“{shown}” needs a unit: s, min, h or d (e.g. {EXAMPLES}).")
+        raise NotADuration(said.DURATION_NEEDS_UNIT % {"text": shown, "examples": EXAMPLES})
     seconds = Decimal(0)
     position, seen = 0, set()
     for match in _PART.finditer(text):
@@ -69,10 +71,10 @@ def parse_duration(text: str) -> timedelta:
         factor = UNITS.get(unit.lower())
         if factor is None:
             raise NotADuration(
-                f"“{unit}” in “{shown}” is not a unit: use s, min, h or d (e.g. {EXAMPLES})."
+                said.DURATION_UNKNOWN_UNIT % {"unit": unit, "text": shown, "examples": EXAMPLES}
             )
         if factor in seen:
-            raise NotADuration(f"“{shown}” names the same unit twice.")
+            raise NotADuration(said.DURATION_UNIT_TWICE % {"text": shown})
         seen.add(factor)
         try:
             seconds += Decimal(number.replace(",", ".")) * factor
@@ -80,9 +82,9 @@ def parse_duration(text: str) -> timedelta:
             break
         position = match.end()
     if position != len(text) or not seen:
-        raise NotADuration(f"“{shown}” is not a duration: write it like {EXAMPLES}.")
+        raise NotADuration(said.DURATION_UNREADABLE % {"text": shown, "examples": EXAMPLES})
     if seconds > 366 * 86400:
-        raise NotADuration(f"“{shown}” is more than a year: is the unit right?")
+        raise NotADuration(said.DURATION_OVER_A_YEAR % {"text": shown})
     return timedelta(seconds=float(seconds))
 
 
@@ -154,9 +156,13 @@ class DurationField(forms.Field):
         if value is None:
             return
         if self.minimum is not None and value < self.minimum:
-            raise ValidationError(f"At least {format_duration(self.minimum)}.", code="min_value")
+            raise ValidationError(
+                said.AT_LEAST % {"duration": format_duration(self.minimum)}, code="min_value"
+            )
         if self.maximum is not None and value > self.maximum:
-            raise ValidationError(f"At most {format_duration(self.maximum)}.", code="max_value")
+            raise ValidationError(
+                said.AT_MOST % {"duration": format_duration(self.maximum)}, code="max_value"
+            )
 
 
 class SecondsField(DurationField):

@@ -11,6 +11,7 @@ from django.core.validators import URLValidator
 from intake.models import Category
 from intake.visible import has_visible_text
 from ledger.models import Integration
+from recovery import messages as said
 from recovery.durations import SecondsField
 
 ROLE_GROUPS = ("coordinator", "reviewer", "admin")
@@ -26,18 +27,13 @@ class ReasonField(forms.CharField):
             "widget",
             forms.Textarea(attrs={"rows": 2, "placeholder": "Why? (written to the journal)"}),
         )
-        kwargs.setdefault(
-            "error_messages", {"required": "Give a reason: it is written to the journal."}
-        )
+        kwargs.setdefault("error_messages", {"required": said.REASON_REQUIRED})
         super().__init__(**kwargs)
 
     def validate(self, value):
         super().validate(value)
         if value and not has_visible_text(value):
-            raise forms.ValidationError(
-                "Give a reason in words: this one has only spaces or invisible characters.",
-                code="invisible",
-            )
+            raise forms.ValidationError(said.REASON_INVISIBLE, code="invisible")
 
 
 class ReasonForm(forms.Form):
@@ -61,8 +57,8 @@ class BulkForm(ReasonForm):
         choices=ACTIONS,
         label="Action",
         error_messages={
-            "required": "Choose what to do with the selected items.",
-            "invalid_choice": "That action cannot be applied to many items at once.",
+            "required": said.BULK_ACTION_REQUIRED,
+            "invalid_choice": said.BULK_ACTION_NOT_FOR_MANY,
         },
     )
     item = forms.CharField(required=False, label="Items")  # read from getlist() in clean()
@@ -83,7 +79,7 @@ class BulkForm(ReasonForm):
             return None
         key = GroupKey.parse(raw)
         if key is None:
-            raise forms.ValidationError("That group is not one the queue knows; open it again.")
+            raise forms.ValidationError(said.UNKNOWN_GROUP)
         return key
 
     def clean(self):
@@ -101,13 +97,13 @@ class BulkForm(ReasonForm):
             else:
                 unknown.append(value)
         if unknown:
-            raise forms.ValidationError(f"Not a queue item: {unknown[0][:60]}.")
+            raise forms.ValidationError(said.NOT_A_QUEUE_ITEM % {"item": unknown[0][:60]})
         if len(operations) + len(enquiries) > 500:
-            raise forms.ValidationError("Select at most 500 items, or act on their group.")
+            raise forms.ValidationError(said.TOO_MANY_ITEMS)
         cleaned["operations"], cleaned["enquiries"] = operations, enquiries
         nothing = not operations and not enquiries and not cleaned.get("group")
         if nothing and "group" not in self.errors:
-            raise forms.ValidationError("Select at least one item, or a whole group.")
+            raise forms.ValidationError(said.NOTHING_SELECTED)
         return cleaned
 
 
@@ -116,7 +112,7 @@ class CompleteByHandForm(ReasonForm):
         max_length=200,
         strip=True,
         label="Reference at the destination",
-        error_messages={"required": "Give the record's reference at the destination."},
+        error_messages={"required": said.EXTERNAL_ID_REQUIRED},
     )
 
 
@@ -180,9 +176,8 @@ class ReleaseForm(ReasonForm):
     operations = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple,
         error_messages={
-            "required": "Tick the writes to release: nothing is released unless it is chosen.",
-            "invalid_choice": "A chosen write is no longer held (released or cancelled since): "
-            "look at the backlog again.",
+            "required": said.RELEASE_NOTHING_CHOSEN,
+            "invalid_choice": said.RELEASE_NO_LONGER_HELD,
         },
     )
     confirmed = forms.BooleanField(required=False, widget=forms.HiddenInput)
@@ -266,14 +261,14 @@ class IntegrationForm(forms.ModelForm):
                     help_text=old.help_text,
                     minimum=minimum,
                     maximum=maximum,
-                    error_messages={"required": f"Enter {old.label.lower()}, e.g. 10 s."},
+                    error_messages={
+                        "required": said.DURATION_REQUIRED % {"field": old.label.lower()}
+                    },
                 )
         if "base_url" in self.fields:
             self.fields["base_url"].validators = [URLValidator(schemes=["http", "https"])]
             self.fields["base_url"].widget.input_type = "url"
-            self.fields["base_url"].error_messages["invalid"] = (
-                "Enter the full address, starting http:// or https://."
-            )
+            self.fields["base_url"].error_messages["invalid"] = said.URL_INVALID
         if "retry_budget" in self.fields:
             old = self.fields["retry_budget"]
             self.fields["retry_budget"] = forms.IntegerField(
@@ -290,7 +285,7 @@ class IntegrationForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if self.cleaned_data.get("remove_token") and self.cleaned_data.get("token"):
-            self.add_error("token", "Either type a new token or remove it, not both.")
+            self.add_error("token", said.TOKEN_TYPED_AND_REMOVED)
         return data
 
     def _post_clean(self):

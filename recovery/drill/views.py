@@ -3,6 +3,7 @@
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 
+from recovery import messages as said
 from recovery.models import DrillConclusion, DrillRun
 from recovery.views.common import require
 
@@ -15,10 +16,10 @@ def drill_page(request):
         run = get_object_or_404(DrillRun, pk=request.POST.get("run") or 0)
         conclusion = (request.POST.get("conclusion") or "").strip()
         if not conclusion:
-            messages.error(request, "Write what you concluded: it is kept with the report.")
+            messages.error(request, said.CONCLUSION_REQUIRED)
         else:
             DrillConclusion.objects.create(run=run, reviewer=request.user, conclusion=conclusion)
-            messages.success(request, "Your conclusion is recorded with the drill report.")
+            messages.success(request, said.CONCLUSION_RECORDED)
         return redirect("recovery:drill")
     runs = list(DrillRun.objects.prefetch_related("conclusions__reviewer")[:6])
     run = runs[0] if runs else None

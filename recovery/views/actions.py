@@ -15,6 +15,7 @@ from intake import services as intake_services
 from intake.models import Enquiry, EnquiryState
 from ledger import policies
 from ledger import services as ledger_services
+from recovery import messages as said
 from recovery import permissions
 from recovery.forms import CompleteByHandForm, EditForm, ReasonForm, ReassignForm
 from recovery.views.common import (
@@ -28,25 +29,16 @@ from recovery.views.common import (
 from recovery.views.items import ENQUIRY_TARGET, render_item
 from recovery.words import OPERATOR_ACTIONS
 
-# action -> (form, ledger service name, extra kwargs from the form, success message)
+# action -> (form, ledger service name, extra kwargs from the form); its success message is
+# recovery.messages.OPERATION_DONE[action]
 OPERATION_ACTIONS = {
-    "reconcile": (
-        ReasonForm,
-        "reconcile_now",
-        (),
-        "Reconciliation requested: the card shows the look-up's outcome when it is recorded.",
-    ),
-    "retry": (ReasonForm, "retry_operation", (), "Retry queued with the same idempotency key."),
-    "complete_by_hand": (
-        CompleteByHandForm,
-        "complete_by_hand",
-        ("external_id",),
-        "Completed by hand.",
-    ),
-    "cancel": (ReasonForm, "cancel_operation", (), "Cancelled. Nothing will be sent."),
-    "compensate": (ReasonForm, "compensate", (), "Compensation proposed; it needs approval."),
-    "approve": (ReasonForm, "approve_operation", (), "Approved."),
-    "reassign": (ReassignForm, "reassign_operation", ("owner",), "Owner changed."),
+    "reconcile": (ReasonForm, "reconcile_now", ()),
+    "retry": (ReasonForm, "retry_operation", ()),
+    "complete_by_hand": (CompleteByHandForm, "complete_by_hand", ("external_id",)),
+    "cancel": (ReasonForm, "cancel_operation", ()),
+    "compensate": (ReasonForm, "compensate", ()),
+    "approve": (ReasonForm, "approve_operation", ()),
+    "reassign": (ReassignForm, "reassign_operation", ("owner",)),
 }
 
 
@@ -102,7 +94,8 @@ def operation_action(request, op_id, action):
     require(request.user, permission, label)
     target = op_target(op)
     back = reverse("recovery:enquiry", args=[op.enquiry.reference]) + f"?op={op.pk}#{target}"
-    form_class, service_name, extra, done = OPERATION_ACTIONS[action]
+    form_class, service_name, extra = OPERATION_ACTIONS[action]
+    done = said.OPERATION_DONE[action]
     form = form_class(request.POST)
     context = {"request": request, "enquiry": op.enquiry, "target": target, "action": action}
     if not form.is_valid():
@@ -112,13 +105,10 @@ def operation_action(request, op_id, action):
     except KeyError:
         possible = []
     if action not in possible:
-        message = f"You cannot {label} an operation that is {op.get_state_display()}."
+        message = said.CANNOT_FOR_OPERATION % {"action": label, "state": op.get_state_display()}
         return refused(**context, form=form, status=409, message=message)
     if action == "cancel" and op.ends_enquiry():
-        done = (
-            f"Cancelled. Nothing will be sent; {op.enquiry.reference} is closed as Rejected "
-            "(not delivered), with your reason."
-        )
+        done = said.CANCELLED_ENDS_ENQUIRY % {"reference": op.enquiry.reference}
     kwargs = {name: form.cleaned_data[name] for name in extra}
     try:
         getattr(ledger_services, service_name)(
@@ -126,19 +116,9 @@ def operation_action(request, op_id, action):
         )
     except REFUSALS as exc:
         log.info("refused %s by %s: %s", request.path, request.user, exc)
-        message = str(exc) or "That is not possible in the item's current state."
+        message = str(exc) or said.NOT_POSSIBLE_FOR_ITEM
         return refused(**context, form=form, status=409, message=message)
     return succeeded(request, back, target, done)
-
-
-ENQUIRY_DONE = {
-    "approve_revision": "Approved: delivery to the CRM is queued.",
-    "edit": "Saved as a new revision; it needs review again.",
-    "request_information": "Information requested; the enquiry waits for the customer.",
-    "information_received": "Back in the review queue.",
-    "reject": "Rejected.",
-    "assign": "Owner changed.",
-}
 
 
 @require_POST
@@ -174,14 +154,17 @@ def enquiry_action(request, reference, action):
     if not form.is_valid():
         return refused(**context, form=form, status=422)
     if action not in permissions.enquiry_actions(enquiry, user):
-        message = f"You cannot {label} an enquiry that is {enquiry.get_state_display()}."
+        message = said.CANNOT_FOR_ENQUIRY % {
+            "action": label,
+            "state": enquiry.get_state_display(),
+        }
         return refused(**context, form=form, status=409, message=message)
     reason = form.cleaned_data["reason"]
     if action == "edit":
         fields = form.changed_fields()
         category = form.cleaned_data.get("category")
         if not fields and (category is None or (current and category == current.category)):
-            message = "Nothing changed: no new revision was made. Change a field, then save."
+            message = said.EDIT_CHANGED_NOTHING
             return refused(**context, form=form, status=422, message=message)
 
         def call():
@@ -212,11 +195,11 @@ def enquiry_action(request, reference, action):
         call()
     except REFUSALS as exc:
         log.info("refused %s by %s: %s", request.path, request.user, exc)
-        message = str(exc) or "That is not possible in the enquiry's current state."
+        message = str(exc) or said.NOT_POSSIBLE_FOR_ENQUIRY
         return refused(**context, form=form, status=409, message=message)
     if page == "review" and action in REVIEW_DECISIONS:
-        return next_for_review(request, enquiry, ENQUIRY_DONE[action])
-    return succeeded(request, f"{back}#actions", ENQUIRY_TARGET, ENQUIRY_DONE[action])
+        return next_for_review(request, enquiry, said.ENQUIRY_DONE[action])
+    return succeeded(request, f"{back}#actions", ENQUIRY_TARGET, said.ENQUIRY_DONE[action])
 
 
 # A decision on the review page opens the next enquiry waiting (as a pull request queue does).
@@ -233,7 +216,13 @@ def next_for_review(request, decided, done):
         .first()
     )
     if waiting is None:
-        messages.success(request, f"{decided.reference}: {done} Nothing else waits for review.")
+        messages.success(
+            request, said.REVIEWED_NONE_WAITING % {"reference": decided.reference, "done": done}
+        )
         return redirect("recovery:review")
-    messages.success(request, f"{decided.reference}: {done} Next waiting: {waiting}.")
+    messages.success(
+        request,
+        said.REVIEWED_NEXT_WAITING
+        % {"reference": decided.reference, "done": done, "next": waiting},
+    )
     return redirect("recovery:review-item", reference=waiting)

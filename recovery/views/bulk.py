@@ -21,6 +21,7 @@ from intake import services as intake_services
 from intake.models import Enquiry
 from ledger import services as ledger_services
 from ledger.models import Operation
+from recovery import messages as said
 from recovery import permissions
 from recovery import queue as work
 from recovery.forms import TAKE_REASON, BulkForm, people
@@ -46,12 +47,6 @@ OPERATION_SERVICES = {
     "cancel": ledger_services.cancel_operation,
     "reassign": ledger_services.reassign_operation,
 }
-DONE = {
-    "reconcile": "reconciliation requested",
-    "retry": "retry queued with the same idempotency key",
-    "cancel": "cancelled; nothing will be sent",
-    "reassign": "owner changed",
-}
 
 
 def safe_next(request, default: str) -> str:
@@ -76,10 +71,16 @@ def take_operation(request, op_id):
             op.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
         )
     except REFUSALS as exc:
-        messages.error(request, f"{op.enquiry.reference}: not taken. {exc}", extra_tags=placed)
+        messages.error(
+            request,
+            said.NOT_TAKEN % {"reference": op.enquiry.reference, "why": exc},
+            extra_tags=placed,
+        )
     else:
         messages.success(
-            request, f"{op.enquiry.reference} ({op.action}) is yours now.", extra_tags=placed
+            request,
+            said.OPERATION_TAKEN % {"reference": op.enquiry.reference, "action": op.action},
+            extra_tags=placed,
         )
     return redirect(back)
 
@@ -98,9 +99,11 @@ def take_enquiry(request, reference):
             enquiry.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
         )
     except REFUSALS as exc:
-        messages.error(request, f"{reference}: not taken. {exc}", extra_tags=placed)
+        messages.error(
+            request, said.NOT_TAKEN % {"reference": reference, "why": exc}, extra_tags=placed
+        )
     else:
-        messages.success(request, f"{reference} is yours now.", extra_tags=placed)
+        messages.success(request, said.ENQUIRY_TAKEN % {"reference": reference}, extra_tags=placed)
     return redirect(back)
 
 
@@ -130,9 +133,9 @@ def _act(call) -> tuple[bool, str]:
     try:
         call()
     except REFUSALS as exc:
-        return False, str(exc) or "not possible in its current state"
+        return False, str(exc) or str(said.BULK_NOT_POSSIBLE)
     except PermissionDenied as exc:
-        return False, str(exc) or "you may not do this"
+        return False, str(exc) or str(said.BULK_MAY_NOT)
     return True, ""
 
 
@@ -179,7 +182,7 @@ def bulk(request):
                 "what": op.action,
                 "url": reverse("recovery:operation", args=[op.pk]),
                 "done": done,
-                "outcome": DONE[action] if done else why,
+                "outcome": str(said.BULK_DONE[action]) if done else why,
             }
         )
     for enquiry in enquiries:
@@ -190,14 +193,14 @@ def bulk(request):
                 )
             )
         else:
-            done, why = False, f"an enquiry has no delivery to {action}; open it to act on it"
+            done, why = False, said.BULK_NOT_FOR_ENQUIRY % {"action": action}
         results.append(
             {
                 "reference": enquiry.reference,
                 "what": "enquiry",
                 "url": reverse("recovery:enquiry", args=[enquiry.reference]),
                 "done": done,
-                "outcome": DONE[action] if done else why,
+                "outcome": str(said.BULK_DONE[action]) if done else why,
             }
         )
     log.info("bulk %s by %s: %d items", action, user, len(results))

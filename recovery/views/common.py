@@ -15,6 +15,7 @@ from intake.models import Enquiry
 from intake.services import ActionRefused as IntakeRefused
 from ledger.models import Operation
 from ledger.services import ActionRefused as LedgerRefused
+from recovery import messages as said
 from recovery.permissions import VIEW_PERMISSION
 
 log = logging.getLogger("recovery.actions")
@@ -47,18 +48,18 @@ def console_view(view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if not request.user.has_perm(VIEW_PERMISSION):
-            return forbidden(request, "Your account has no console role. Ask an admin.")
+            return forbidden(request, said.NO_CONSOLE_ROLE)
         try:
             return view(request, *args, **kwargs)
         except PermissionDenied as exc:
-            return forbidden(request, str(exc) or "You may not do that.")
+            return forbidden(request, str(exc) or said.MAY_NOT)
 
     return wrapper
 
 
 def require(user, permission: str, what: str):
     if not user.has_perm(permission):
-        raise PermissionDenied(f"You may not {what}: it needs the {permission} permission.")
+        raise PermissionDenied(said.NEEDS_PERMISSION % {"what": what, "permission": permission})
 
 
 def get_operation_for_user(user, op_id) -> Operation:
@@ -81,7 +82,7 @@ def run(request, back: str, call, done: str):
     try:
         call()
     except REFUSALS as exc:
-        messages.error(request, str(exc) or "That is not possible in the item's current state.")
+        messages.error(request, str(exc) or said.NOT_POSSIBLE_FOR_ITEM)
         log.info("refused %s by %s: %s", request.path, request.user, exc)
     else:
         messages.success(request, done)
@@ -135,10 +136,10 @@ def paginate(request, object_list, per_page: int, *, cap: int = 10_000):
     raw = request.GET.get("page", "")
     number = int_param(request.GET, "page")
     if raw and (number is None or number < 1):
-        notes.append(f"Page “{raw[:40]}” not understood; showing page 1.")
+        notes.append(said.PAGE_NOT_UNDERSTOOD % {"page": raw[:40]})
         number = 1
     number = number or 1
     if number > paginator.num_pages:
-        notes.append(f"There is no page {number}: showing the last page ({paginator.num_pages}).")
+        notes.append(said.NO_SUCH_PAGE % {"number": number, "last": paginator.num_pages})
         number = paginator.num_pages
     return paginator.page(number), notes

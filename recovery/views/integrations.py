@@ -3,7 +3,6 @@
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
-from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -11,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from ledger import services as ledger_services
 from ledger.models import Integration, JournalEntry
 from recovery import durations
+from recovery import messages as said
 from recovery import queue as work
 from recovery.explain import RUNBOOKS
 from recovery.forms import LABELS, SECONDS, IntegrationForm, ReasonForm, ReleaseForm
@@ -66,7 +66,7 @@ def pause(request, name):
     if not form.is_valid():
         return form_refused(request, form, back)
     if integration.paused:
-        messages.error(request, f"{integration} is already paused.")
+        messages.error(request, said.ALREADY_PAUSED % {"integration": integration})
         return redirect(back)
     return run(
         request,
@@ -74,7 +74,7 @@ def pause(request, name):
         lambda: ledger_services.pause_integration(
             name, actor=request.user, reason=form.cleaned_data["reason"]
         ),
-        f"{integration} is paused: no new writes start; intake keeps accepting.",
+        said.PAUSED % {"integration": integration},
     )
 
 
@@ -88,7 +88,7 @@ def resume(request, name):
     if not form.is_valid():
         return form_refused(request, form, back)
     if not integration.paused:
-        messages.error(request, f"{integration} is not paused.")
+        messages.error(request, said.NOT_PAUSED % {"integration": integration})
         return redirect(back)
     response = run(
         request,
@@ -96,7 +96,7 @@ def resume(request, name):
         lambda: ledger_services.resume_integration(
             name, actor=request.user, reason=form.cleaned_data["reason"]
         ),
-        f"{integration} is resumed. Review the held work below before releasing it.",
+        said.RESUMED % {"integration": integration},
     )
     integration.refresh_from_db()
     return response if not integration.paused else redirect(back)
@@ -112,10 +112,12 @@ def check(request, name):
     problems = ledger_services.check_integration(name, actor=request.user)
     if problems:
         for problem in problems:
-            messages.error(request, f"{integration}: {problem}")
+            messages.error(
+                request, said.CHECK_PROBLEM % {"integration": integration, "problem": problem}
+            )
     else:
         messages.success(
-            request, f"{integration}: {integration.base_url} answered as expected. Ready."
+            request, said.CHECK_READY % {"integration": integration, "url": integration.base_url}
         )
     return redirect(reverse("recovery:integrations"))
 
@@ -171,7 +173,7 @@ def release(request, name):
     if not form.is_valid():
         return form_refused(request, form, back)
     if integration.paused:
-        messages.error(request, f"{integration} is still paused: resume it first.")
+        messages.error(request, said.PAUSED_BEFORE_RELEASE % {"integration": integration})
         return redirect(back)
     wanted = set(form.cleaned_data["operations"])
     chosen = [op for op in held if str(op.pk) in wanted]
@@ -198,8 +200,8 @@ def release(request, name):
             reason=form.cleaned_data["reason"],
             operation_ids=[op.pk for op in chosen],
         ),
-        f"Released {n} write{pluralize(n)}: they run now."
-        + (f" {len(held) - n} stay held." if len(held) > n else ""),
+        said.RELEASED % {"n": n}
+        + (" " + said.STAY_HELD % {"n": len(held) - n} if len(held) > n else ""),
     )
 
 
@@ -265,7 +267,9 @@ def integration_settings(request, name):
                 form.add_error(None, str(exc))
             else:
                 changed = ", ".join(_label(field).lower() for field in changes)
-                messages.success(request, f"{integration} settings saved ({changed}).")
+                messages.success(
+                    request, said.SETTINGS_SAVED % {"integration": integration, "changed": changed}
+                )
                 return redirect(reverse("recovery:integrations") + f"#integration-{name}")
     else:
         form = IntegrationForm(instance=integration)

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 from intake.models import Enquiry, EnquiryState, Suggestion, search_query
 from ledger import limits
 from ledger.models import Integration
+from recovery import messages as said
 from recovery import queue as work
 from recovery.forms import BulkForm, people
 from recovery.models import Queue, QueueVisit
@@ -72,14 +73,14 @@ def queue(request):
     raw = request.GET.get("page", "")
     number = int_param(request.GET, "page")
     if raw and not number:
-        notes.append(f"Page “{raw[:40]}” not understood; showing page 1.")
+        notes.append(said.PAGE_NOT_UNDERSTOOD % {"page": raw[:40]})
     elif number and number > MAX_QUEUE_PAGE:
         # Past the count's cap the page is an OFFSET that every group reads up to.
-        notes.append(f"Page {number} is too far: showing page {MAX_QUEUE_PAGE}.")
+        notes.append(said.PAGE_TOO_FAR % {"number": number, "last": MAX_QUEUE_PAGE})
         number = MAX_QUEUE_PAGE
     page = work.page(filters, number or 1, user=request.user)
     if number and number > page.number:
-        notes.append(f"There is no page {number}: showing the last page ({page.number}).")
+        notes.append(said.NO_SUCH_PAGE % {"number": number, "last": page.number})
     record_visit(request.user, inspected_queues(page, filters))
     current = request.GET.copy()
     current.pop("page", None)
@@ -146,7 +147,7 @@ def review_list(request):
     if unresolved == "1":
         qs = qs.filter(category__isnull=True)
     elif unresolved:
-        notes.append(f"unresolved “{unresolved[:40]}” not understood; showing all.")
+        notes.append(said.FILTER_NOT_UNDERSTOOD % {"name": "unresolved", "value": unresolved[:40]})
     page, page_notes = paginate(request, qs, REVIEW_PAGE_SIZE)
     record_visit(request.user, [Queue.REVIEW])  # only reviewers reach this page
     return render(
@@ -222,7 +223,7 @@ def enquiry_list(request):
     if state in EnquiryState.values:
         qs = qs.filter(state=state)
     elif state:
-        notes.append(f"state “{state[:40]}” not understood; showing all.")
+        notes.append(said.FILTER_NOT_UNDERSTOOD % {"name": "state", "value": state[:40]})
     references = []
     if q:
         references, qs = search(qs, q)

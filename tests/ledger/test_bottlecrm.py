@@ -15,6 +15,7 @@ from django.urls import reverse
 from intake.models import EnquiryState
 from ledger import execution
 from ledger.connectors.bottlecrm import case_name
+from ledger.execution import Lookup
 from ledger.models import Integration, JournalEntry, Op
 
 pytestmark = [pytest.mark.slow, pytest.mark.bottlecrm]
@@ -189,7 +190,7 @@ def test_a_create_whose_case_already_exists_is_uncertain_then_reconciled_to_that
     assert "already exists" in op.last_error_message
     assert enquiry.state == EnquiryState.SUBMISSION_UNKNOWN
 
-    assert execution.reconcile(op.pk) == "confirmed"
+    assert execution.reconcile(op.pk) is Lookup.CONFIRMED
 
     enquiry, op = refreshed(enquiry, op)
     assert (op.state, op.external_id) == (Op.CONFIRMED, str(earlier["id"]))

@@ -10,6 +10,7 @@ from intake.models import EnquiryState
 from ledger import execution, http
 from ledger.connectors.base import ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import NAME_MAX, ZWJ, _continues, case_name
+from ledger.execution import Lookup
 from ledger.models import JournalEntry, Op, Operation
 from ledger.policies import allowed_actions
 from tests.ledger.bottlecrm_fake import ScriptedDestination, case, created, listed
@@ -159,7 +160,7 @@ def test_name_already_exists_is_uncertain_and_reconciles_to_the_existing_case(
     assert enquiry.state == EnquiryState.SUBMISSION_UNKNOWN
 
     destination.then(200, listed(case("c-first", ref)))
-    assert execution.reconcile(op.pk) == "confirmed"
+    assert execution.reconcile(op.pk) is Lookup.CONFIRMED
 
     enquiry, op = refreshed(enquiry, op)
     assert (op.state, op.external_id, enquiry.state) == (Op.CONFIRMED, "c-first", "confirmed")
@@ -215,7 +216,7 @@ def test_several_cases_with_the_reference_are_duplicates_for_a_person(approved, 
     execution.execute(op.pk)
     destination.then(200, listed(case("c-1", ref), case("c-2", ref, status="Closed")))
 
-    assert execution.reconcile(op.pk) == "duplicates"
+    assert execution.reconcile(op.pk) is Lookup.DUPLICATES
 
     _enquiry, op = refreshed(enquiry, op)
     assert (op.state, op.attention) == (Op.UNKNOWN, "duplicate_records")
@@ -231,7 +232,7 @@ def test_a_case_that_only_starts_with_the_reference_is_not_a_match(approved, des
 
     outcome = execution.reconcile(op.pk)
 
-    assert outcome == "not found yet (settling)"  # and believed only after the settle delay
+    assert outcome is Lookup.SETTLING  # and believed only after the settle delay
     _enquiry, op = refreshed(enquiry, op)
     assert op.state == Op.UNKNOWN
     assert op.next_attempt_at is not None
@@ -271,7 +272,7 @@ def test_an_uncertain_close_is_settled_by_reading_the_case_status(approved, dest
     execution.execute(compensation.pk)
     destination.then(200, {"cases_obj": {"id": "c-9", "status": "Closed"}})
 
-    assert execution.reconcile(compensation.pk) == "confirmed"
+    assert execution.reconcile(compensation.pk) is Lookup.CONFIRMED
 
     assert destination.calls[-1].url == f"{BASE}/api/cases/c-9/"
     assert [c.method for c in destination.calls].count("PATCH") == 1

@@ -15,6 +15,7 @@ import pytest
 from harness.processes import wait_until
 from intake.models import EnquiryState
 from ledger import execution
+from ledger.execution import Lookup
 from ledger.models import Attempt, Integration, Op
 from tests.ledger.test_bottlecrm import point_crm_at, refreshed
 
@@ -134,7 +135,7 @@ def test_an_answer_lost_after_bottlecrm_committed_is_reconciled_to_one_case_with
     assert forwarded(proxy) == 1
     (case,) = bottlecrm.cases(enquiry.reference)
 
-    assert execution.reconcile(op.pk) == "confirmed"
+    assert execution.reconcile(op.pk) is Lookup.CONFIRMED
 
     enquiry, op = refreshed(enquiry, op)
     assert (op.state, enquiry.state) == (Op.CONFIRMED, EnquiryState.CONFIRMED)
@@ -159,7 +160,7 @@ def test_a_late_create_within_the_settle_delay_is_waited_for_and_found_no_duplic
 
     # The reconcile looks at once: not found, but the settle delay has not passed, so it is
     # not believed and nothing is sent.
-    assert execution.reconcile(op.pk) == "not found yet (settling)"
+    assert execution.reconcile(op.pk) is Lookup.SETTLING
     op.refresh_from_db()
     assert op.state == Op.UNKNOWN and op.next_attempt_at is not None
     assert posts(proxy) == 1
@@ -168,7 +169,7 @@ def test_a_late_create_within_the_settle_delay_is_waited_for_and_found_no_duplic
     (case,) = bottlecrm.cases(enquiry.reference)
 
     # The scheduled look (after the settle delay) finds it.
-    assert execution.reconcile(op.pk) == "confirmed"
+    assert execution.reconcile(op.pk) is Lookup.CONFIRMED
     enquiry, op = refreshed(enquiry, op)
     assert (op.state, op.external_id) == (Op.CONFIRMED, str(case["id"]))
     assert enquiry.state == EnquiryState.CONFIRMED
@@ -199,10 +200,10 @@ def test_a_create_later_than_the_settle_delay_is_retried_and_bottlecrm_refuses_t
     op.refresh_from_db()
 
     as_if_the_settle_delay_had_passed(op)
-    assert execution.reconcile(op.pk) == "not found (first look)"
+    assert execution.reconcile(op.pk) is Lookup.FIRST_LOOK
     # BottleCRM ignores idempotency keys: a second look must agree before a retry (scheduled
     # a settle delay later; made at once here, the late request still held).
-    assert execution.reconcile(op.pk) == "retrying"
+    assert execution.reconcile(op.pk) is Lookup.RETRYING
     op.refresh_from_db()
     assert op.state == Op.APPROVED
 

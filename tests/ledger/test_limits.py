@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from ledger import limits, tasks
 from ledger.connectors.base import ErrorKind
+from ledger.execution import Lookup
 from ledger.http import HttpResult, status_error
 from ledger.models import InFlightSlot, Integration, JournalEntry, Op, Operation
 from tests.ledger.conftest import crm_records
@@ -210,7 +211,7 @@ def test_a_429_to_a_lookup_looks_again_later_without_a_person(
     sandbox.fault("crm.lookup", "error_429", delay_ms=2000)
     _enquiry, op = approved_enquiry()
     assert tasks.execute_operation(str(op.pk)) == "unknown"
-    assert tasks.reconcile_operation(str(op.pk)) == "throttled"
+    assert tasks.reconcile_operation(str(op.pk)) is Lookup.THROTTLED
     op.refresh_from_db()
     assert (op.state, op.attention) == (Op.UNKNOWN, "")
     assert op.next_attempt_at == Integration.objects.get(name="crm").throttled_until

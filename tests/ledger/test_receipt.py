@@ -10,6 +10,7 @@ from intake.models import Document
 from ledger import receipt, services
 from ledger.models import JournalEntry, Op, Operation
 from ledger.queueing import RECEIPT, live_tasks
+from ledger.services import proposals
 
 
 def test_receipt_enqueues_one_task_and_proposes_nothing_in_intakes_transaction(
@@ -115,7 +116,7 @@ def test_receipt_bulk_insert_writes_what_propose_writes_one_by_one(
     with transaction.atomic():
         services.propose_receipt_work(bulk)
     with transaction.atomic():
-        for action, payload, revision, detail, reason in services._receipt_specs(
+        for action, payload, revision, detail, reason in proposals._receipt_specs(
             single, list(Document.objects.filter(enquiry=single))
         ):
             services.propose(

@@ -13,6 +13,7 @@ import requests
 from django.db import connections
 
 from ledger import execution
+from ledger.execution import Lookup
 from ledger.models import JournalEntry, Op
 from tests.ledger.conftest import crm_records
 from tests.ledger.factories import make_operation
@@ -73,8 +74,8 @@ def test_a_lookup_overtaken_by_a_confirmation_changes_nothing(unknown_write, san
     ).raise_for_status()
     held = _overtaken(sandbox, op, wait_for)
 
-    assert execution.reconcile(op.pk) == "confirmed"
-    assert held.result() == "superseded"
+    assert execution.reconcile(op.pk) is Lookup.CONFIRMED
+    assert held.result() is Lookup.SUPERSEDED
 
     op.refresh_from_db()
     assert op.state == Op.CONFIRMED
@@ -104,8 +105,8 @@ def test_a_lookup_overtaken_while_the_operation_stays_unknown_changes_nothing(
     OrmQ.objects.all().delete()
     held = _overtaken(sandbox, op, wait_for)
 
-    assert execution.reconcile(op.pk) == "not found yet (settling)"
-    assert held.result() == "superseded"
+    assert execution.reconcile(op.pk) is Lookup.SETTLING
+    assert held.result() is Lookup.SUPERSEDED
 
     op.refresh_from_db()
     assert op.state == Op.UNKNOWN

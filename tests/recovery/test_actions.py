@@ -330,7 +330,7 @@ def test_pause_resume_review_release(story, client_for, integrations_rows):
 
     before = snapshot()
     response = admin.post(release, {"reason": "too early", "operations": [str(op.pk)]})
-    assert any("still paused" in m for m in messages_of(response))
+    assert any("is paused; resume it before releasing" in m for m in messages_of(response))
     assert snapshot() == before
 
     response = admin.post(resume, {"reason": "mapping fixed"})

@@ -1,0 +1,52 @@
+"""What the ledger says to the people who use it: every refusal and error a person reads (in
+the console, from a service, on an integration's settings form), in one place.
+
+One place so that one thing is said one way wherever it is said, and marked for translation
+(nothing is translated yet). Each is lazy, translated when it is shown or formatted; a message
+with values takes them by name, ``ALREADY_PAUSED % {"integration": row}``, so a translation
+can put them in its own order. Imported as ``said``; the console's own words are
+recovery.messages.
+"""
+
+from django.utils.translation import gettext_lazy as _
+
+# --- who may, and why (ledger.services.common) --------------------------------------------------
+MAY_NOT = _("%(actor)s may not do this (%(permission)s)")
+SYSTEM_MAY_NOT = _("%(actor)s may not do this")
+REASON_REQUIRED = _("A reason is required: one with visible text.")
+
+# --- an action on an operation ------------------------------------------------------------------
+NO_SUCH_OPERATION = _("No such operation.")
+# action: the action's code with spaces ("complete by hand"); state and operation: codes.
+NOT_OFFERED = _("%(action)s is not possible for a %(state)s %(operation)s.")
+ENQUIRY_NOT_APPROVABLE = _("A %(state)s enquiry cannot be approved.")
+ALREADY_SENT = _(
+    "Revision %(revision)s already has a %(state)s CRM write that was sent; it cannot be "
+    "approved again under the same key."
+)
+EXTERNAL_ID_REQUIRED = _("Give the record's reference at the destination.")
+PAUSED_RESUME_FIRST = _("%(integration)s is paused; resume it first.")
+
+# --- an integration -----------------------------------------------------------------------------
+ALREADY_PAUSED = _("%(integration)s is already paused.")
+NOT_PAUSED = _("%(integration)s is not paused.")
+PAUSED_BEFORE_RELEASE = _("%(integration)s is paused; resume it before releasing its backlog.")
+NOT_CONFIGURABLE = _("Not configurable here: %(fields)s.")
+NOTHING_CHANGED = _("Nothing changed: %(integration)s's settings are as they were.")
+
+# --- an integration's settings, as the form shows them (ledger.models.Integration.clean) --------
+TIMEOUT_NOT_POSITIVE = _("Must be more than 0 s.")
+TIMEOUT_NOT_UNDER_CLUSTER = _(
+    "Must be shorter than the workers' timeout (Q_TIMEOUT=%(timeout)s s), or every slow call "
+    "is killed mid-flight."
+)
+CLUSTER_TIMEOUT_NOT_UNDER_RETRY = _(
+    "The workers' timeout (Q_TIMEOUT=%(timeout)s s) must be shorter than their retry "
+    "(Q_RETRY=%(retry)s s): fix the environment, then save again."
+)
+# ledger.kinds.Kind.validate; served: the integrations the kind serves, or SERVES_NOTHING.
+KIND_CANNOT_SERVE = _(
+    "%(kind)s cannot serve the %(integration)s integration (it serves: %(served)s)."
+)
+SERVES_NOTHING = _("nothing")
+KIND_NEEDS_TOKEN = _("%(kind)s needs an API token.")

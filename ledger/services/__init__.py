@@ -1,0 +1,70 @@
+"""The ledger's services: what the console, intake's signals and the drill call.
+
+Every function is keyword-only after its subject, and follows one shape: lock (enquiry, then
+operation), re-check, transition, save, journal, enqueue, all in one transaction. The ORM
+broker makes the enqueue part of that transaction.
+
+By sub-domain: ``proposals`` (work the ledger proposes: the receipt's, intake's signals),
+``actions`` (a person's approval and recovery of an operation, each in the one skeleton
+``common.operator_action``), ``integrations`` (settings, check, pause, resume, backlog),
+``appointments``. Callers import from here: ``from ledger import services``.
+
+Errors: ActionRefused (a ValueError) when the state or the policy says no; Django's
+PermissionDenied when the actor's role says no.
+"""
+
+from ledger.policies import allowed_actions
+from ledger.services.actions import (
+    approve_operation,
+    approve_revision,
+    cancel_operation,
+    compensate,
+    complete_by_hand,
+    reassign_operation,
+    reconcile_now,
+    retry_operation,
+)
+from ledger.services.appointments import appointment_slots, request_appointment_slots
+from ledger.services.common import LEDGER, ActionRefused, integration, operator_action
+from ledger.services.integrations import (
+    backlog,
+    check_integration,
+    configure_integration,
+    pause_integration,
+    release_backlog,
+    resume_integration,
+)
+from ledger.services.proposals import (
+    nudge_enquiry,
+    propose,
+    propose_receipt_work,
+    supersede_revision,
+)
+
+__all__ = [
+    "LEDGER",
+    "ActionRefused",
+    "allowed_actions",
+    "appointment_slots",
+    "approve_operation",
+    "approve_revision",
+    "backlog",
+    "cancel_operation",
+    "check_integration",
+    "compensate",
+    "complete_by_hand",
+    "configure_integration",
+    "integration",
+    "nudge_enquiry",
+    "operator_action",
+    "pause_integration",
+    "propose",
+    "propose_receipt_work",
+    "reassign_operation",
+    "reconcile_now",
+    "release_backlog",
+    "request_appointment_slots",
+    "resume_integration",
+    "retry_operation",
+    "supersede_revision",
+]

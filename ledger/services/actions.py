@@ -1,0 +1,239 @@
+"""A person's actions: a revision's approval, and the approval and recovery of an operation.
+
+Every action on an operation runs inside one skeleton (common.operator_action): reason, lock,
+offered, permission, then the action's own change, journalled as the actor with that reason.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from django_fsm import TransitionNotAllowed
+
+from intake.models import Enquiry, EnquiryState
+from intake.visible import has_visible_text
+from ledger import failpoints, journal
+from ledger import messages as said
+from ledger.execution import schedule_reconcile
+from ledger.models import Op, Operation, payload_hash
+from ledger.policies import (
+    APPROVE,
+    CANCEL,
+    COMPENSATE,
+    COMPLETE,
+    REASSIGN,
+    RECONCILE,
+    RETRY,
+    policy_for,
+)
+from ledger.queueing import EXECUTE, enqueue
+from ledger.services.common import (
+    LEDGER,
+    ActionRefused,
+    operator_action,
+    require_permission,
+    require_reason,
+)
+from ledger.services.proposals import approve_proposed, crm_payload, propose
+
+# --- approval -----------------------------------------------------------------------------------
+
+
+def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
+    """Enquiry.approve + the CRM operation for that revision approved + its task, one commit."""
+    require_permission(actor, "intake.approve_revision")
+    if reason and not has_visible_text(reason):  # blank: the default reason below
+        raise ActionRefused(said.REASON_REQUIRED)
+    with transaction.atomic():
+        enquiry = Enquiry.objects.select_for_update().get(pk=enquiry_id)
+        revision = enquiry.revision
+        try:
+            enquiry.approve(actor=actor, reason=reason, evidence={"revision": revision.number})
+        except TransitionNotAllowed as exc:
+            raise ActionRefused(
+                said.ENQUIRY_NOT_APPROVABLE % {"state": enquiry.get_state_display()}
+            ) from exc
+        enquiry.save()
+        revision.approved_by = actor if isinstance(actor, AbstractBaseUser) else None
+        revision.approved_at = timezone.now()
+        revision.save(update_fields=["approved_by", "approved_at"])
+        payload = crm_payload(enquiry, revision)
+        op, _ = propose(
+            enquiry, "crm.create_enquiry", payload, revision=revision.number, actor=LEDGER
+        )
+        op = (
+            Operation.objects.select_for_update(of=("self",))
+            .select_related("integration")
+            .get(pk=op.pk)
+        )
+        if op.state == Op.CANCELLED and not op.attempts.filter(kind="call").exists():
+            # An earlier proposal of this revision was cancelled before anything was sent (its
+            # approval did not stand, or a person stopped it): the revision's approval is the
+            # only way to authorise its write, so it must work whatever happened to that
+            # proposal. The key <enquiry>:<action>:r<revision> stays unique and reused; it was
+            # never sent, so the destination cannot hold a request under it.
+            op.repropose(
+                actor=LEDGER,
+                reason=f"revision {revision.number} approved; nothing was sent under this key",
+                evidence={"idempotency_key": op.idempotency_key},
+            )
+        if op.state == Op.APPROVED and op.payload_hash == payload_hash(payload):
+            # Approved before this revision was (an operation-level approval, no longer
+            # offered): the revision's approval now stands behind it; the worker delivers it.
+            journal.record(
+                op,
+                "ledger.operation.revision_approved",
+                actor=actor,
+                reason=reason or f"revision {revision.number} approved",
+            )
+            return op
+        if op.state != Op.PROPOSED:
+            # A write of this revision that was sent (or is live) cannot be approved again under
+            # the same key: a cancelled write that was sent only exists for an enquiry that was
+            # closed (withdrawn) or revised, neither of which can be approved again.
+            raise ActionRefused(
+                said.ALREADY_SENT
+                % {"revision": revision.number, "state": op.get_state_display().lower()}
+            )
+        if op.payload_hash != payload_hash(payload):
+            op.payload = payload
+            op.payload_hash = payload_hash(payload)
+        approve_proposed(op, actor=actor, reason=reason or f"revision {revision.number} approved")
+    transaction.on_commit(lambda: failpoints.hit("after_approval"))
+    return op
+
+
+def approve_operation(op_id, *, actor, reason) -> Operation:
+    """A proposed operation (a compensation, for one) approved like any write."""
+    with operator_action(op_id, APPROVE, actor=actor, reason=reason) as act:
+        approve_proposed(act.op, actor=act.actor, reason=act.reason)
+    transaction.on_commit(lambda: failpoints.hit("after_approval"))
+    return act.op
+
+
+# --- a person's recovery actions ----------------------------------------------------------------
+
+
+def reconcile_now(op_id, *, actor, reason) -> Operation:
+    with operator_action(op_id, RECONCILE, actor=actor, reason=reason) as act:
+        op = act.op
+        act.journal("recovery.operation.reconcile_requested")
+        op.attention = ""
+        op.lease_owner = ""
+        op.lease_expires_at = None
+        schedule_reconcile(op, actor=actor, at=timezone.now())
+        op.save()
+    return op
+
+
+def retry_operation(op_id, *, actor, reason) -> Operation:
+    with operator_action(op_id, RETRY, actor=actor, reason=reason) as act:
+        op = act.op
+        if op.integration is not None and op.integration.paused:
+            raise ActionRefused(said.PAUSED_RESUME_FIRST % {"integration": op.integration})
+        op.budget_used = 0  # a person's retry starts a fresh budget
+        op.next_attempt_at = None
+        act.transition(op.retry, evidence={"idempotency_key": op.idempotency_key})
+        op.save()
+        enqueue(op, EXECUTE)
+    return op
+
+
+def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
+    # The reason is checked first (again in operator_action), as before the skeleton: a form
+    # missing both is told about the reason.
+    reason = require_reason(reason)
+    external_id = (external_id or "").strip()
+    if not external_id:
+        raise ActionRefused(said.EXTERNAL_ID_REQUIRED)
+    with operator_action(op_id, COMPLETE, actor=actor, reason=reason) as act:
+        enquiry, op = act.enquiry, act.op
+        op.external_id = external_id
+        op.result = {**op.result, "completed_by_hand": True}
+        op.next_attempt_at = None
+        op.lease_owner = ""
+        op.lease_expires_at = None
+        act.transition(op.confirm, evidence={"external_id": external_id})
+        op.save()
+        if op.action == "crm.create_enquiry" and enquiry.state in (
+            EnquiryState.APPROVED,
+            EnquiryState.SUBMITTED,
+            EnquiryState.SUBMISSION_UNKNOWN,
+        ):
+            act.transition(
+                enquiry.confirm,
+                evidence={"operation": str(op.pk), "external_id": external_id, "by_hand": True},
+            )
+            enquiry.save()
+    return op
+
+
+def cancel_operation(op_id, *, actor, reason) -> Operation:
+    """Stop an operation for good. The CRM write of an approved enquiry ends the enquiry too
+    (withdrawn: Rejected, not delivered), so that needs a reviewer's permission
+    (ledger.models.cancel_permission), checked under the lock."""
+    with operator_action(op_id, CANCEL, actor=actor, reason=reason) as act:
+        enquiry, op = act.enquiry, act.op
+        ends = op.ends_enquiry()
+        op.held = False
+        op.next_attempt_at = None
+        act.transition(op.cancel, evidence={"ends_enquiry": ends})
+        op.save()
+        if ends:
+            # The approved revision will not be delivered: nothing reached the CRM.
+            act.transition(
+                enquiry.withdraw,
+                evidence={"operation": str(op.pk), "outcome": "delivery cancelled"},
+            )
+            enquiry.save()
+    return op
+
+
+def compensate(op_id, *, actor, reason) -> Operation:
+    """A confirmed write is never deleted: propose its compensation (crm.close_enquiry)."""
+    with operator_action(op_id, COMPENSATE, actor=actor, reason=reason) as act:
+        enquiry, op = act.enquiry, act.op
+        policy = policy_for(op)
+        earlier = Operation.objects.filter(compensates=op).count()
+        payload = {
+            "external_id": op.external_id,
+            "reason": act.reason,
+            "reference": enquiry.reference,
+        }
+        key = Operation.make_key(enquiry.pk, policy.compensated_by, op.revision)
+        if earlier:
+            key = f"{key}:n{earlier + 1}"
+        compensation = Operation.objects.create(
+            enquiry=enquiry,
+            action=policy.compensated_by,
+            revision=op.revision,
+            idempotency_key=key,
+            payload=payload,
+            payload_hash=payload_hash(payload),
+            integration=op.integration,
+            compensates=op,
+        )
+        act.journal(
+            "recovery.operation.compensation_proposed",
+            subject=compensation,
+            evidence={"compensates": str(op.pk), "external_id": op.external_id},
+            to_state=Op.PROPOSED,
+        )
+    return compensation
+
+
+def reassign_operation(op_id, *, actor, reason, owner) -> Operation:
+    with operator_action(op_id, REASSIGN, actor=actor, reason=reason) as act:
+        op = act.op
+        previous = op.owner
+        op.owner = owner
+        op.save(update_fields=["owner", "updated_at"])
+        act.journal(
+            "recovery.operation.reassigned",
+            evidence={
+                "from": previous.get_username() if previous else None,
+                "to": owner.get_username() if owner else None,
+            },
+        )
+    return op

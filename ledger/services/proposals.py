@@ -1,0 +1,253 @@
+"""The work the ledger proposes itself: an operation recorded (and, when the policy needs no
+review, approved and enqueued), the receipt's work, and the answers to intake's signals."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from intake.models import Document
+from ledger import journal
+from ledger.models import Integration, Op, Operation, payload_hash
+from ledger.policies import policy_for
+from ledger.queueing import EXECUTE, batched, enqueue
+from ledger.queueing import RECONCILE as RECONCILE_TASK
+from ledger.services.common import LEDGER, integration
+
+ACKNOWLEDGEMENT_TEMPLATE = "enquiry_received"
+BY_POLICY = "approved by policy (no review needed)"
+
+
+def _operation_key(enquiry, action, revision, detail="") -> str:
+    if detail:
+        return f"{enquiry.pk}:{action}:{detail}:r{revision}"
+    return Operation.make_key(enquiry.pk, action, revision)
+
+
+def _operation_fields(enquiry, action, payload, revision, integrations=None) -> dict:
+    policy = policy_for(action)
+    name = policy.integration
+    if not name:
+        target = None
+    elif integrations is not None and name in integrations:
+        target = integrations[name]
+    else:
+        target = integration(name)
+    return {
+        "enquiry": enquiry,
+        "action": action,
+        "revision": revision,
+        "payload": payload,
+        "payload_hash": payload_hash(payload),
+        "integration": target,
+    }
+
+
+def _journal_proposed(op, *, actor, reason):
+    journal.record(
+        op,
+        "ledger.operation.proposed",
+        actor=actor,
+        reason=reason or f"{op.action} for revision {op.revision}",
+        evidence={"idempotency_key": op.idempotency_key, "payload_hash": op.payload_hash},
+        to_state=Op.PROPOSED,
+    )
+
+
+def propose(
+    enquiry,
+    action,
+    payload,
+    *,
+    revision,
+    actor,
+    detail="",
+    approve=False,
+    reason="",
+):
+    """Record an operation (idempotent on its key); a system-approved one is approved and
+    enqueued at once. Returns (operation, created)."""
+    key = _operation_key(enquiry, action, revision, detail)
+    defaults = _operation_fields(enquiry, action, payload, revision)
+    op, created = Operation.objects.get_or_create(idempotency_key=key, defaults=defaults)
+    if created:
+        _journal_proposed(op, actor=actor, reason=reason)
+    if approve and op.state == Op.PROPOSED:
+        approve_proposed(op, actor=actor, reason=reason or BY_POLICY)
+    return op, created
+
+
+def approve_proposed(op, *, actor, reason, save=True):
+    """Approve ``op`` and enqueue it (or hold it: its integration is paused). ``save=False``:
+    the caller inserts the new row itself (the receipt's bulk insert)."""
+    op.approve(actor=actor, reason=reason, evidence={"payload_hash": op.payload_hash})
+    if op.integration is not None and op.integration.paused:
+        op.held = True
+    if not op.held:
+        # The task row and this save are one transaction; the save records task_enqueued_at.
+        enqueue(op, EXECUTE, save=False)
+    if save:
+        op.save()
+    if op.held:
+        journal.record(
+            op, "ledger.operation.held", actor=actor, reason=f"{op.integration} is paused"
+        )
+
+
+def crm_payload(enquiry, revision) -> dict:
+    """What the CRM receives for an approved revision: the reference and the reviewed fields."""
+    return {
+        "reference": enquiry.reference,
+        "revision": revision.number,
+        "category": revision.category.slug if revision.category_id else None,
+        "source": enquiry.source,
+        "fields": revision.fields,
+    }
+
+
+def acknowledgement_payload(enquiry) -> dict:
+    # Receipt is not delivery: the customer is told we *received* it, never that it was reviewed.
+    return {
+        "to": enquiry.email,
+        "template": ACKNOWLEDGEMENT_TEMPLATE,
+        "reference": enquiry.reference,
+        "body": (
+            f"We have received your enquiry. Your reference is {enquiry.reference}. "
+            "Please quote it if you contact us about this enquiry."
+        ),
+    }
+
+
+# --- intake's signals ---------------------------------------------------------------------------
+
+
+def _receipt_specs(enquiry, documents):
+    """(action, payload, revision, detail, reason) for each piece of receipt work."""
+    revision = enquiry.current_revision
+    specs = [("suggest.category", {}, revision, "", "")]
+    for document in documents:
+        specs.append(
+            (
+                "documents.extract",
+                {"document_id": document.document_id, "version": document.version},
+                revision,
+                f"{document.document_id}@v{document.version}",
+                "",
+            )
+        )
+    if enquiry.email:
+        specs.append(
+            (
+                "notify.send",
+                acknowledgement_payload(enquiry),
+                1,
+                ACKNOWLEDGEMENT_TEMPLATE,
+                "acknowledge receipt",
+            )
+        )
+    return specs
+
+
+def propose_receipt_work(enquiry, *, actor=LEDGER):
+    """The receipt's work: the suggestion, one extraction per attached document, the
+    acknowledgement, all system-approved and enqueued in the caller's transaction.
+
+    Called by the receipt's task (ledger.receipt), never inside the intake request. The keys
+    the enquiry already holds are read first and an existing operation is returned as it is;
+    the new ones are the rows propose() writes (each operation proposed, then approved through
+    its transition, journalled and enqueued), inserted in one statement per table instead of
+    one per row (docs/benchmarks.md).
+    """
+    documents = _attached_documents(enquiry)
+    specs = _receipt_specs(enquiry, documents)
+    known = set(Operation.objects.filter(enquiry=enquiry).values_list("idempotency_key", flat=True))
+    names = {policy_for(spec[0]).integration for spec in specs} - {None, ""}
+    integrations = Integration.objects.in_bulk(names, field_name="name") if names else {}
+    ops, fresh = [], []
+    with journal.deferred(), batched():
+        for action, payload, revision, detail, reason in specs:
+            key = _operation_key(enquiry, action, revision, detail)
+            if key in known:
+                op, _ = propose(
+                    enquiry,
+                    action,
+                    payload,
+                    revision=revision,
+                    detail=detail,
+                    actor=actor,
+                    approve=True,
+                    reason=reason,
+                )
+            else:
+                fields = _operation_fields(enquiry, action, payload, revision, integrations)
+                op = Operation(idempotency_key=key, **fields)
+                _journal_proposed(op, actor=actor, reason=reason)
+                approve_proposed(op, actor=actor, reason=reason or BY_POLICY, save=False)
+                fresh.append(op)
+            ops.append(op)
+        # Inside the block: the operations go in before their journal and task rows.
+        Operation.objects.bulk_create(fresh)
+    for op in fresh:
+        # As save() does: the row now holds "approved", the state a later save() checks for.
+        op._update_initial_state()
+    return ops
+
+
+def _attached_documents(enquiry):
+    documents = list(Document.objects.filter(enquiry=enquiry))
+    if documents:
+        return documents
+    for item in enquiry.documents or []:
+        if isinstance(item, dict):
+            doc_id = str(item.get("id") or item.get("document_id") or "").strip()
+            version = str(item.get("version") or "").strip()
+        else:
+            doc_id, version = str(item).strip(), ""
+        if doc_id:
+            document, _ = Document.objects.get_or_create(
+                enquiry=enquiry, document_id=doc_id, version=version
+            )
+            documents.append(document)
+    return documents
+
+
+def supersede_revision(enquiry, new_revision, *, actor=LEDGER):
+    """Revision N+1 exists: the approval of N does not carry over; its CRM write is cancelled
+    and a new one proposed for N+1 (approved only by a reviewer's approve_revision)."""
+    number = new_revision.number
+    stale = Operation.objects.select_for_update().filter(
+        enquiry=enquiry,
+        action="crm.create_enquiry",
+        revision__lt=number,
+        state__in=[Op.PROPOSED, Op.APPROVED, Op.FAILED],
+    )
+    for op in stale:
+        op.held = False
+        op.cancel(
+            actor=actor,
+            reason=f"superseded by revision {number}",
+            evidence={"revision": op.revision, "superseded_by": number},
+        )
+        op.save()
+    propose(
+        enquiry,
+        "crm.create_enquiry",
+        crm_payload(enquiry, new_revision),
+        revision=number,
+        actor=actor,
+        reason=f"revision {number} made; waits for a reviewer's approval",
+    )
+
+
+def nudge_enquiry(enquiry, *, actor=LEDGER, reason="event delivered again"):
+    """A repeated delivery: reconcile stuck work now. Never restarts it, never adds work."""
+    nudged = []
+    now = timezone.now()
+    for op in Operation.objects.filter(enquiry=enquiry, state=Op.UNKNOWN, attention=""):
+        if op.lease_expires_at and op.lease_expires_at > now:
+            continue  # someone is looking right now
+        op.next_attempt_at = None
+        op.save(update_fields=["next_attempt_at", "updated_at"])
+        enqueue(op, RECONCILE_TASK)
+        journal.record(op, "ledger.operation.nudged", actor=actor, reason=reason)
+        nudged.append(op)
+    return nudged

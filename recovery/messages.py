@@ -1,0 +1,131 @@
+"""What the console says to the people who use it: its refusals, errors, notes and the
+messages after an action, in one place (the ledger's own are ledger.messages; the ones the
+console says too are named here from there).
+
+One place so that one thing is said one way wherever it is said, and marked for translation
+(nothing is translated yet). Each is lazy, translated when it is shown or formatted; a message
+with values takes them by name (``CHECK_READY % {"integration": row, "url": url}``) so a
+translation can put them in its own order. Imported as ``said`` (``messages`` is Django's).
+Not here yet: the button labels and other vocabulary (recovery.words) and the few words each
+view passes to NEEDS_PERMISSION ("pause an integration"), which are still plain strings.
+"""
+
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext_lazy
+
+from ledger.messages import (
+    ALREADY_PAUSED,
+    EXTERNAL_ID_REQUIRED,
+    NOT_PAUSED,
+    PAUSED_BEFORE_RELEASE,
+)
+
+__all__ = ["ALREADY_PAUSED", "EXTERNAL_ID_REQUIRED", "NOT_PAUSED", "PAUSED_BEFORE_RELEASE"]
+
+# --- access (recovery.views.common) -------------------------------------------------------------
+NO_CONSOLE_ROLE = _("Your account has no console role. Ask an admin.")
+MAY_NOT = _("You may not do that.")
+# what: the action in words ("pause an integration"); permission: its code.
+NEEDS_PERMISSION = _("You may not %(what)s: it needs the %(permission)s permission.")
+
+# --- pages and filters --------------------------------------------------------------------------
+PAGE_NOT_UNDERSTOOD = _("Page “%(page)s” not understood; showing page 1.")
+NO_SUCH_PAGE = _("There is no page %(number)s: showing the last page (%(last)s).")
+PAGE_TOO_FAR = _("Page %(number)s is too far: showing page %(last)s.")
+# name: the query's parameter ("state", "unresolved"); value: what was asked for.
+FILTER_NOT_UNDERSTOOD = _("%(name)s “%(value)s” not understood; showing all.")
+
+# --- an action on an item (recovery.views.actions) ----------------------------------------------
+NOT_POSSIBLE_FOR_ITEM = _("That is not possible in the item's current state.")
+NOT_POSSIBLE_FOR_ENQUIRY = _("That is not possible in the enquiry's current state.")
+# action: the button's label in lower case; state: the item's state in words.
+CANNOT_FOR_OPERATION = _("You cannot %(action)s an operation that is %(state)s.")
+CANNOT_FOR_ENQUIRY = _("You cannot %(action)s an enquiry that is %(state)s.")
+EDIT_CHANGED_NOTHING = _("Nothing changed: no new revision was made. Change a field, then save.")
+OWNER_CHANGED = _("Owner changed.")
+OPERATION_DONE = {
+    "reconcile": _(
+        "Reconciliation requested: the card shows the look-up's outcome when it is recorded."
+    ),
+    "retry": _("Retry queued with the same idempotency key."),
+    "complete_by_hand": _("Completed by hand."),
+    "cancel": _("Cancelled. Nothing will be sent."),
+    "compensate": _("Compensation proposed; it needs approval."),
+    "approve": _("Approved."),
+    "reassign": OWNER_CHANGED,
+}
+CANCELLED_ENDS_ENQUIRY = _(
+    "Cancelled. Nothing will be sent; %(reference)s is closed as Rejected (not delivered), "
+    "with your reason."
+)
+ENQUIRY_DONE = {
+    "approve_revision": _("Approved: delivery to the CRM is queued."),
+    "edit": _("Saved as a new revision; it needs review again."),
+    "request_information": _("Information requested; the enquiry waits for the customer."),
+    "information_received": _("Back in the review queue."),
+    "reject": _("Rejected."),
+    "assign": OWNER_CHANGED,
+}
+# done: one of ENQUIRY_DONE; next: the reference of the next enquiry waiting.
+REVIEWED_NONE_WAITING = _("%(reference)s: %(done)s Nothing else waits for review.")
+REVIEWED_NEXT_WAITING = _("%(reference)s: %(done)s Next waiting: %(next)s.")
+
+# --- taking items, and one action for many (recovery.views.bulk) --------------------------------
+NOT_TAKEN = _("%(reference)s: not taken. %(why)s")
+OPERATION_TAKEN = _("%(reference)s (%(action)s) is yours now.")
+ENQUIRY_TAKEN = _("%(reference)s is yours now.")
+# An item's outcome in the bulk summary, after its reference: lower case, no full stop.
+BULK_DONE = {
+    "reconcile": _("reconciliation requested"),
+    "retry": _("retry queued with the same idempotency key"),
+    "cancel": _("cancelled; nothing will be sent"),
+    "reassign": _("owner changed"),
+}
+BULK_NOT_POSSIBLE = _("not possible in its current state")
+BULK_MAY_NOT = _("you may not do this")
+BULK_NOT_FOR_ENQUIRY = _("an enquiry has no delivery to %(action)s; open it to act on it")
+
+# --- integrations (recovery.views.integrations) -------------------------------------------------
+PAUSED = _("%(integration)s is paused: no new writes start; intake keeps accepting.")
+RESUMED = _("%(integration)s is resumed. Review the held work below before releasing it.")
+CHECK_PROBLEM = _("%(integration)s: %(problem)s")
+CHECK_READY = _("%(integration)s: %(url)s answered as expected. Ready.")
+RELEASED = ngettext_lazy(
+    "Released %(n)d write: they run now.", "Released %(n)d writes: they run now.", "n"
+)
+STAY_HELD = ngettext_lazy("%(n)d stay held.", "%(n)d stay held.", "n")
+SETTINGS_SAVED = _("%(integration)s settings saved (%(changed)s).")
+
+# --- forms (recovery.forms, recovery.durations) -------------------------------------------------
+REASON_REQUIRED = _("Give a reason: it is written to the journal.")
+REASON_INVISIBLE = _("Give a reason in words: this one has only spaces or invisible characters.")
+BULK_ACTION_REQUIRED = _("Choose what to do with the selected items.")
+BULK_ACTION_NOT_FOR_MANY = _("That action cannot be applied to many items at once.")
+UNKNOWN_GROUP = _("That group is not one the queue knows; open it again.")
+NOT_A_QUEUE_ITEM = _("Not a queue item: %(item)s.")
+TOO_MANY_ITEMS = _("Select at most 500 items, or act on their group.")
+NOTHING_SELECTED = _("Select at least one item, or a whole group.")
+RELEASE_NOTHING_CHOSEN = _("Tick the writes to release: nothing is released unless it is chosen.")
+RELEASE_NO_LONGER_HELD = _(
+    "A chosen write is no longer held (released or cancelled since): look at the backlog again."
+)
+# field: the field's label in lower case.
+DURATION_REQUIRED = _("Enter %(field)s, e.g. 10 s.")
+URL_INVALID = _("Enter the full address, starting http:// or https://.")
+TOKEN_TYPED_AND_REMOVED = _("Either type a new token or remove it, not both.")
+AT_LEAST = _("At least %(duration)s.")
+AT_MOST = _("At most %(duration)s.")
+# recovery.durations.parse_duration; text: what was typed, examples: durations written right.
+DURATION_EXPECTED = _("Enter a duration, e.g. %(examples)s.")
+DURATION_TOO_LONG = _("“%(text)s” is too long for a duration: write e.g. %(examples)s.")
+DURATION_NEEDS_UNIT = _("“%(text)s” needs a unit: s, min, h or d (e.g. %(examples)s).")
+DURATION_UNKNOWN_UNIT = _(
+    "“%(unit)s” in “%(text)s” is not a unit: use s, min, h or d (e.g. %(examples)s)."
+)
+DURATION_UNIT_TWICE = _("“%(text)s” names the same unit twice.")
+DURATION_UNREADABLE = _("“%(text)s” is not a duration: write it like %(examples)s.")
+DURATION_OVER_A_YEAR = _("“%(text)s” is more than a year: is the unit right?")
+
+# --- the drill page (recovery.drill.views) ------------------------------------------------------
+CONCLUSION_REQUIRED = _("Write what you concluded: it is kept with the report.")
+CONCLUSION_RECORDED = _("Your conclusion is recorded with the drill report.")
