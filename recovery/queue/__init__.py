@@ -10,10 +10,10 @@
 - ``failures``: what failed the same way, counted.
 """
 
-from recovery.queue.failures import FailureGroup, failure_groups
+from recovery.queue.failures import failure_groups
 from recovery.queue.filters import SORTS, Filters, GroupKey
-from recovery.queue.paging import PAGE_SIZE, Page, page
-from recovery.queue.rows import Row, held_count
+from recovery.queue.paging import PAGE_SIZE, page
+from recovery.queue.rows import held_count
 from recovery.queue.sources import KIND_ENQUIRY, KIND_INTEGRATION, KIND_OPERATION, all_rows, whole
 
 __all__ = [
@@ -22,11 +22,8 @@ __all__ = [
     "KIND_OPERATION",
     "PAGE_SIZE",
     "SORTS",
-    "FailureGroup",
     "Filters",
     "GroupKey",
-    "Page",
-    "Row",
     "all_rows",
     "failure_groups",
     "held_count",

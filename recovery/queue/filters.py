@@ -110,8 +110,3 @@ class Filters:
         return bool(
             self.owner or self.queue or self.integration or self.overdue or self.mine or self.group
         )
-
-    def queues(self) -> list[str]:
-        """The queue keys this filter shows (for QueueVisit)."""
-        shown = [q for q in Queue.values if q != Queue.REVIEW]
-        return [self.queue] if self.queue else shown

@@ -93,7 +93,6 @@ class Branch:
     order: str | None = BY_AGE_SQL
     late: bool = False
     since: str = "state_changed_at"
-    period: object = None  # the branch's response period (None: no policy)
 
     def sql(self, *, limit=None, since_before=None) -> tuple[str, list]:
         where, params = self.where, [*self.column_params, *self.where_params]
@@ -197,7 +196,6 @@ def _branch(
         order=order,
         late=late,
         since=since,
-        period=period,
     )
 
 
