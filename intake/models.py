@@ -115,7 +115,7 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     class Meta:
         verbose_name_plural = "enquiries"
         indexes = [
-            # The console's queue page (recovery.queue.groups): each enquiry queue is read
+            # The console's queue page (recovery.queue.sources): each enquiry queue is read
             # oldest first with a LIMIT, and the stuck-submission pass reads only those older
             # than a bound. Without it each read sorted every enquiry in that state.
             models.Index(

@@ -334,7 +334,7 @@ class Operation(ConcurrentTransitionMixin, models.Model):
                 name="operation_open",
                 condition=models.Q(state__in=["approved", "submitted", "failed", "unknown"]),
             ),
-            # The console's queue page (recovery.queue.page): one branch per state and
+            # The console's queue page (recovery.queue.sources): one branch per state and
             # integration, each the oldest first with a LIMIT. operation_open cannot serve it:
             # it would walk every integration's rows of a state to find one integration's.
             # enquiry is included so that the page's "enquiry has an open operation" join
@@ -367,9 +367,9 @@ class Operation(ConcurrentTransitionMixin, models.Model):
                 name="operation_attempted",
                 condition=models.Q(state__in=["unknown", "failed"]),
             ),
-            # The queue page's paused-backlog row (recovery.queue.held_count) and the backlog
-            # page (ledger.services.backlog) count and list an integration's held writes; without
-            # it they walk every operation the integration ever had (bench/queue_page.py).
+            # The queue page's paused-backlog row (recovery.queue.rows.held_count) and the
+            # backlog page (ledger.services.backlog) count and list an integration's held writes;
+            # without it they walk every operation the integration ever had (bench/queue_page.py).
             models.Index(
                 fields=["integration", "created_at"],
                 name="operation_held",

@@ -366,7 +366,7 @@ def retry_advised(op) -> bool:
         return False
     if op.attention:
         return True
-    if hasattr(op, "last_attempt_outcome"):  # the queue page's annotation (recovery.queue)
+    if hasattr(op, "last_attempt_outcome"):  # the queue page's annotation (recovery.queue.rows)
         outcome = op.last_attempt_outcome or op.last_error_class
         return outcome != "invalid"
     return _failure_kind(op) not in ("invalid", "duplicate")

@@ -82,7 +82,7 @@ class Figures:
 
 def queue_summary(now):
     """Totals, overdue, oldest and age buckets of the whole queue in one query over the union."""
-    sql, params = work.union(work.Filters(), now).query.sql_with_params()
+    sql, params = work.whole(now)
     cases, bucket_params, lower = [], [], None
     for _label, upper in AGE_BUCKETS:
         conditions = []

@@ -1,7 +1,7 @@
 """Which queue an item is in, and which response policy (owner, period) applies to it.
 
-The queue page computes the same in SQL (recovery.queue.Policies, a CASE built once per page);
-this is the Python side for one item at a time: the item page and the escalation task.
+The queue computes the same once per branch of its SQL (recovery.queue.policies.Policies); this
+is the Python side for one item at a time: the item page and the escalation task.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def outcome_label(outcome: str | None) -> str:
     return OUTCOMES.get(outcome or "", outcome or "")
 
 
-# A group of operations that failed the same way, in a few words (recovery.queue.GroupKey).
+# A group of operations that failed the same way, in a few words (recovery.queue.filters.GroupKey).
 GROUP_ATTENTION = {
     "retry_budget_exhausted": "retries used up",
     "lookup_unavailable": "cannot be looked up",

@@ -111,11 +111,10 @@ def _selected(form) -> tuple[list[Operation], list[Enquiry], int]:
     """(operations, enquiries, how many more the group held than BULK_LIMIT)."""
     group = form.cleaned_data.get("group")
     if group is not None:
-        ids = list(
-            work.union(work.Filters(group=group), timezone.now())
-            .order_by("q_since", "q_key")
-            .values_list("q_key", flat=True)[: BULK_LIMIT + 1]
+        rows = work.all_rows(
+            timezone.now(), work.Filters(group=group, sort="age"), limit=BULK_LIMIT + 1
         )
+        ids = [row["q_key"] for row in rows]
         over = max(0, len(ids) - BULK_LIMIT)
         ops = Operation.objects.filter(pk__in=ids[:BULK_LIMIT])
         return list(ops.select_related("enquiry").order_by("state_changed_at", "pk")), [], over

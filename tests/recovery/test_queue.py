@@ -12,6 +12,7 @@ from intake.models import Enquiry, Revision
 from ledger.models import Integration, Op, Operation, payload_hash
 from recovery import queue as work
 from recovery.models import Queue, QueueVisit, ResponsePolicy
+from recovery.queue import paging, sources
 
 
 def bulk_queue(n, integrations_rows, category=None):
@@ -287,10 +288,11 @@ def _more_groups(integrations_rows, people):
 def test_pages_and_filters_agree_with_the_whole_queue(
     integrations_rows, people, monkeypatch, split
 ):
-    """Page by page, and under every filter, the page gives what ordering the whole queue
-    (all_rows: every row, no LIMIT per group) gives."""
+    """Page by page, and under every filter, the page (each branch read with a LIMIT, the stuck
+    enquiries in a bounded second pass) gives what ordering the whole queue gives (all_rows:
+    the same branches, each read whole)."""
     if split:  # as if the CRM carried internal actions too: its rows become two groups
-        monkeypatch.setitem(work.CUSTOMER_FLAGS, "crm", {True, False})
+        monkeypatch.setitem(sources.CUSTOMER_FLAGS, "crm", {True, False})
     ResponsePolicy.objects.create(queue="", owner=people["admin"], response_period=timedelta(1))
     ResponsePolicy.objects.create(queue=Queue.UNKNOWN, response_period=timedelta(minutes=20))
     ResponsePolicy.objects.create(
@@ -372,7 +374,7 @@ def test_pages_and_filters_agree_with_the_whole_queue(
 
 
 def test_the_count_stops_at_its_cap_and_says_so(client_for, integrations_rows, monkeypatch):
-    monkeypatch.setattr(work, "COUNT_CAP", 5)
+    monkeypatch.setattr(paging, "COUNT_CAP", 5)
     bulk_queue(12, integrations_rows)  # 12 rows and the paused integration
     response = client_for("coordinator").get(reverse("recovery:queue"))
     page = response.context["page"]
@@ -399,12 +401,12 @@ def test_the_stuck_enquiries_are_read_only_as_far_back_as_the_page_leaves_room()
         row = {"q_since": now - timedelta(hours=hours), "q_overdue": overdue}
         return [{**row, "q_customer": customer}]
 
-    assert work._late_bound([], 1, now, period) is None  # the page is not full
-    assert work._late_bound(last(5, 1, 1), 1, now, period) == now - timedelta(hours=5)
-    assert work._late_bound(last(1, 1, 1), 1, now, period) == overdue_before
-    assert work._late_bound(last(5, 1, 0), 1, now, period) == overdue_before
-    assert work._late_bound(last(5, 1, 0), 1, now, None) is False  # never overdue
-    assert work._late_bound(last(3, 0, 1), 1, now, period) == now - timedelta(hours=2)
-    assert work._late_bound(last(1, 0, 1), 1, now, period) == now - timedelta(hours=1)
-    assert work._late_bound(last(3, 0, 1), 1, now, None) == now - timedelta(hours=3)
-    assert work._late_bound(last(3, 0, 0), 1, now, period) is None
+    assert paging._late_bound([], 1, now, period) is None  # the page is not full
+    assert paging._late_bound(last(5, 1, 1), 1, now, period) == now - timedelta(hours=5)
+    assert paging._late_bound(last(1, 1, 1), 1, now, period) == overdue_before
+    assert paging._late_bound(last(5, 1, 0), 1, now, period) == overdue_before
+    assert paging._late_bound(last(5, 1, 0), 1, now, None) is False  # never overdue
+    assert paging._late_bound(last(3, 0, 1), 1, now, period) == now - timedelta(hours=2)
+    assert paging._late_bound(last(1, 0, 1), 1, now, period) == now - timedelta(hours=1)
+    assert paging._late_bound(last(3, 0, 1), 1, now, None) == now - timedelta(hours=3)
+    assert paging._late_bound(last(3, 0, 0), 1, now, period) is None
