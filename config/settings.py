@@ -86,9 +86,6 @@ _db = dj_database_url.parse(
     conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
     conn_health_checks=True,
 )
-if _db["ENGINE"] == "django.db.backends.postgresql":
-    # Django's backend, small bulk inserts written as VALUES (config/postgresql/compiler.py).
-    _db["ENGINE"] = "config.postgresql"
 _db.setdefault("OPTIONS", {})
 if "host" in _db["OPTIONS"]:  # the embedded server listens on a socket directory
     _db["HOST"] = _db["OPTIONS"].pop("host")

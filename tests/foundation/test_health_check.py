@@ -1,14 +1,13 @@
-"""config.postgresql's health check: no round trip while the server has said nothing; a
-connection the server has dropped is still found and replaced before it is used.
+"""Persistent connections and Django's health check (CONN_HEALTH_CHECKS): a connection the
+server has dropped is found and replaced before it is used.
 
-A second session (its own connection) watches the first through pg_stat_activity, which shows
-each backend's last statement, and ends it with pg_terminate_backend, as a restart would.
-Nothing here is timed: each wait is for something PostgreSQL reports.
+A second session (its own connection) watches the first through pg_stat_activity and ends it
+with pg_terminate_backend, as a restart would. Nothing here is timed: each wait is for
+something PostgreSQL reports.
 """
 
 import json
 import os
-import select
 
 import pytest
 import requests
@@ -37,11 +36,6 @@ def _one(db, sql, params=()):
         return cursor.fetchone()
 
 
-def _run(db, sql):
-    with db.cursor() as cursor:
-        cursor.execute(sql)
-
-
 def _last_statement(watcher, pid):
     row = _one(watcher, "SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
     return row[0] if row else None
@@ -59,16 +53,6 @@ def _begin_request():
     connection.close_if_health_check_failed()
 
 
-def test_a_quiet_connection_is_used_without_a_round_trip(watcher):
-    assert connection.health_check_enabled
-    pid = _marked("before the check")
-    assert connection.is_usable()
-    _begin_request()
-    assert connection.connection is not None
-    # Django's own check would have left "SELECT 1" here.
-    assert _last_statement(watcher, pid) == "SELECT pg_backend_pid()"
-
-
 def test_a_connection_the_server_ended_is_replaced_before_it_is_used(watcher):
     pid = _marked("about to be ended")
     assert _one(watcher, "SELECT pg_terminate_backend(%s)", [pid])[0] is True
@@ -80,31 +64,6 @@ def test_a_connection_the_server_ended_is_replaced_before_it_is_used(watcher):
     _begin_request()
     # The request's first query runs on a new session, and answers.
     assert _one(connection, "SELECT pg_backend_pid()")[0] != pid
-
-
-def test_after_an_error_the_server_is_asked(watcher):
-    pid = _marked("before an error")
-    connection.errors_occurred = True
-    assert connection.is_usable()
-    assert _last_statement(watcher, pid) == "SELECT 1"
-
-
-def test_a_connection_with_something_to_read_is_asked_and_kept(watcher):
-    # A notification arrives unasked: the socket has something to read, which might have been
-    # a goodbye, so the server is asked; the session is fine, so the connection stays.
-    _run(connection, "LISTEN handover_health_check")
-    pid = _marked("listening")
-    _one(watcher, "SELECT pg_notify('handover_health_check', 'hello')")
-    poller = select.poll()
-    poller.register(connection.connection.fileno(), select.POLLIN)
-    wait_for_condition(
-        lambda: poller.poll(0), timeout=10.0, message="the notification has reached the socket"
-    )
-
-    assert connection.is_usable()
-    assert _last_statement(watcher, pid) == "SELECT 1"
-    assert _one(connection, "SELECT pg_backend_pid()")[0] == pid
-    _run(connection, "UNLISTEN *")
 
 
 def _post_event(url):

@@ -121,6 +121,50 @@ def test_one_statement_reads_the_enquiry_the_operation_and_its_integration(opera
     assert not op._state.adding and op._state.db == "default"
 
 
+def test_every_field_read_equals_the_orms(operation):
+    """The enquiry, the operation and the integration a lock returns hold, field by field, what
+    Django's ORM loads for the same rows (ledger.execution reads them from the row itself)."""
+    from intake.models import Enquiry
+    from ledger.models import Integration
+
+    Enquiry.objects.filter(pk=operation.enquiry_id).update(documents=[{"name": "ünïcödé.pdf"}])
+    with transaction.atomic():
+        enquiry, op = lock_operation(operation.pk, with_integration=True)
+    for row, model in ((enquiry, Enquiry), (op, Operation), (op.integration, Integration)):
+        stored = model.objects.get(pk=row.pk)
+        for field in model._meta.concrete_fields:
+            value = getattr(row, field.attname)
+            assert value == getattr(stored, field.attname), (model.__name__, field.name)
+            assert type(value) is type(getattr(stored, field.attname)), (model.__name__, field.name)
+    assert enquiry.documents == [{"name": "ünïcödé.pdf"}]
+
+
+@pytest.mark.parametrize("model_name", ["intake.Enquiry", "ledger.Operation", "ledger.Integration"])
+def test_the_orm_converts_these_columns_with_the_fields_own_converters_only(model_name):
+    """What ledger.execution's row reader relies on, so that a Django or psycopg upgrade that
+    changes it fails here: the ORM selects a model's concrete fields in that order and converts
+    each value with the field's own converters (Field.get_db_converters, e.g. JSONField's
+    from_db_value) and nothing from the backend; Model.from_db takes the values in that order.
+    The reader applies exactly those converters to the same columns, then Model.from_db."""
+    from django.apps import apps
+
+    model = apps.get_model(model_name)
+    fields = model._meta.concrete_fields
+    compiler = model.objects.all().query.get_compiler(connection=connection)
+    compiler.setup_query()
+    assert [col.target for col, _sql, _alias in compiler.select] == list(fields)
+    table = model._meta.db_table
+    converters = compiler.get_converters([f.get_col(table) for f in fields])
+    assert {i: list(found) for i, (found, _expression) in converters.items()} == {
+        i: f.get_db_converters(connection)
+        for i, f in enumerate(fields)
+        if f.get_db_converters(connection)
+    }
+    names = [f.attname for f in fields]
+    instance = model.from_db(connection.alias, names, [f.get_default() for f in fields])
+    assert not instance._state.adding and instance._state.db == connection.alias
+
+
 def test_the_rows_read_save_as_loaded_rows_do(operation):
     with transaction.atomic():
         enquiry, op = lock_operation(operation.pk, state=Op.APPROVED)
