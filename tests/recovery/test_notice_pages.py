@@ -49,3 +49,53 @@ def test_my_page_says_when_there_is_no_address(client_for, people):
     people["reviewer"].email = ""
     people["reviewer"].save()
     assert "no address" in client_for("reviewer").get("/console/me/").content.decode()
+
+
+@pytest.fixture
+def failed_message(integrations_rows):
+    from django.db import transaction
+
+    from ledger.models import Operation
+    from ledger.services import propose_message
+
+    with transaction.atomic():
+        op, _ = propose_message(
+            "operator:1:notify.send:operator_digest:20261201T1400Z",
+            {
+                "to": "casey@example.org",
+                "template": "operator_digest",
+                "reference": "operator casey, 1 Dec 2026, 14:00 GMT",
+                "person": "casey",
+                "count": 1,
+                "items": [{"what": "Assigned to you", "title": "ENQ-1", "link": "/console/"}],
+                "interval": 15,
+            },
+        )
+        op = Operation.objects.get(pk=op.pk)
+        op.submit(actor="system:test", reason="claimed")
+        op.fail(actor="system:test", reason="550 User unknown")
+        op.save()
+    return op
+
+
+def test_a_failed_message_to_an_operator_is_cancelled_on_its_own_page(client_for, failed_message):
+    from ledger.models import Op
+
+    client = client_for("admin")
+    url = f"/console/operations/{failed_message.pk}/"
+    page = client.get(url)
+    assert page.status_code == 200 and "A message to an operator" in page.content.decode()
+    # The card partial (htmx) has nothing to show for it: its page instead.
+    assert client.get(url + "card/").status_code == 302
+    refused = client.post(url + "cancel/", {"reason": " "})
+    assert refused.status_code == 302
+    failed_message.refresh_from_db()
+    assert failed_message.state == Op.FAILED  # a reason is required
+    done = client.post(url + "cancel/", {"reason": "casey was told by phone"})
+    assert done.status_code == 302 and done["Location"].startswith(url)
+    failed_message.refresh_from_db()
+    assert failed_message.state == Op.CANCELLED
+    # Offered nothing it cannot do: no reassign on its page.
+    assert client.post(url + "reassign/", {"reason": "x", "owner": ""}).status_code == 302
+    failed_message.refresh_from_db()
+    assert failed_message.state == Op.CANCELLED
