@@ -7,6 +7,7 @@ behaviour at three in the morning.
 import json
 import math
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -39,10 +40,11 @@ def env_int(name, default, *, minimum=None):
     value = os.environ.get(name)
     if value is None:
         return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not a whole number") from None
+    # ASCII digits only: int() also reads "٣" (3) and other scripts' digits, which no one types
+    # into a setting on purpose.
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a whole number")
+    number = int(value)
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={number} must be at least {minimum}")
     return number
@@ -78,3 +80,30 @@ def env_json(name, default):
         return json.loads(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+
+
+def env_port(name, default):
+    """A TCP port, 1 to 65535."""
+    port = env_int(name, default, minimum=1)
+    if port > 65535:
+        raise ImproperlyConfigured(f"{name}={port} is not a port (1 to 65535)")
+    return port
+
+
+def env_email(name, default):
+    """An address to send from, bare or with a display name: 'Council <noreply@example.org>'."""
+    from email.utils import parseaddr
+
+    from django.core.exceptions import ValidationError
+    from django.core.validators import validate_email
+
+    value = env_str(name, default)
+    _display, address = parseaddr(value)
+    try:
+        validate_email(address)
+    except ValidationError:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not an e-mail address (write noreply@example.org, or "
+            "Council <noreply@example.org>)"
+        ) from None
+    return value

@@ -6,10 +6,20 @@ from pathlib import Path
 
 import dj_database_url
 from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 from config.db import database_url
-from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
+from config.env import (
+    env_bool,
+    env_email,
+    env_float,
+    env_int,
+    env_json,
+    env_list,
+    env_port,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # A local .env (made by `make run` from .env.example) fills in what the environment leaves unset.
@@ -215,6 +225,38 @@ INTEGRATIONS = {
     "appointments": env_str("APPOINTMENTS_BASE_URL", SANDBOX_URL),
 }
 INTEGRATION_TOKEN = env_str("INTEGRATION_TOKEN", "")
+
+# E-mail: the relay the notification integration uses when NOTIFY_KIND=smtp (read when its row
+# is first made, then edited by admins as the row's address and token), and Django's own
+# e-mail. `make run` starts a local relay on EMAIL_HOST:EMAIL_PORT that keeps every message in
+# var/mail/ (docs/sandbox.md).
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+EMAIL_PORT = env_port("EMAIL_PORT", 1025)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured(
+        "EMAIL_USE_TLS (STARTTLS, usually port 587) and EMAIL_USE_SSL (implicit TLS, usually "
+        "port 465) cannot both be on: set one"
+    )
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_email("DEFAULT_FROM_EMAIL", "Handover <handover@localhost.localdomain>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Operators are e-mailed about work that needs them (recovery.notices): at most one message per
+# person per this many minutes, listing the items with links (CONSOLE_URL).
+OPERATOR_NOTICE_MINUTES = env_int("OPERATOR_NOTICE_MINUTES", 15, minimum=1)
+# Delivery reports (bounces) from Mailgun's tracking webhook, read by django-anymail
+# (ledger.webhooks, /delivery/mailgun/): off until both are set. The secret is user:password,
+# put in the webhook URL at the provider.
+ANYMAIL = {
+    "MAILGUN_WEBHOOK_SIGNING_KEY": env_str("MAILGUN_WEBHOOK_SIGNING_KEY", ""),
+    "WEBHOOK_SECRET": env_str("DELIVERY_WEBHOOK_SECRET", ""),
+}
+if ANYMAIL["WEBHOOK_SECRET"] and ":" not in ANYMAIL["WEBHOOK_SECRET"]:
+    raise ImproperlyConfigured("DELIVERY_WEBHOOK_SECRET must be user:password")
 CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 # Per-integration limits (ledger.limits; the limits themselves are on each integration's row).
 # A turn this close is waited for in the worker; a later one puts the operation back on the

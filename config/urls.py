@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 
 from config import views
 from config.security import LoginForm
+from ledger.webhooks import mailgun_tracking
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False)),
@@ -19,5 +20,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("intake/", include("intake.urls")),
+    # A mail provider's delivery reports (ledger.webhooks): 404 until configured.
+    path("delivery/mailgun/", mailgun_tracking, name="delivery-mailgun"),
     path("", include("recovery.urls")),
 ]

@@ -10,4 +10,5 @@ class LedgerConfig(AppConfig):
         from ledger import (
             journal,  # noqa: F401  (journals every transition)
             receivers,  # noqa: F401  (listens to intake's signals, worker start)
+            webhooks,  # noqa: F401  (delivery reports: anymail's tracking signal)
         )

@@ -6,8 +6,11 @@ CRM), ``<P>_BASE_URL``, ``<P>_TOKEN`` (default INTEGRATION_TOKEN), ``<P>_TIMEOUT
 CONNECTOR_TIMEOUT_SECONDS), ``<P>_RETRY_BUDGET``, ``<P>_BACKOFF_SECONDS``, ``<P>_LOOKUP`` and
 ``<P>_IDEMPOTENCY_KEY`` (capabilities, defaulting to what the kind declares),
 ``<P>_SETTLE_DELAY_SECONDS`` (default: the kind's minimum), ``<P>_OWNER`` (a username) and
-``<P>_PAUSED``. After the first seeding the row is the truth: an admin's edits are never
-overwritten by a restart.
+``<P>_PAUSED``. ``NOTIFY_KIND=smtp`` takes the relay from Django's e-mail settings instead:
+``EMAIL_HOST``, ``EMAIL_PORT``, ``EMAIL_USE_TLS``/``EMAIL_USE_SSL`` and ``EMAIL_HOST_USER`` make
+the address (``smtp+starttls://user@host:587``), ``EMAIL_HOST_PASSWORD`` the token and
+``EMAIL_TIMEOUT`` the timeout. After the first seeding the row is the truth: an admin's edits
+are never overwritten by a restart.
 """
 
 from django.conf import settings
@@ -16,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from config.env import env_bool, env_float, env_int, env_str
-from ledger.kinds import HANDOVER, KINDS
+from ledger.kinds import HANDOVER, KINDS, SMTP
 from ledger.models import Integration
 
 PREFIX = {
@@ -36,6 +39,30 @@ def defaults_from_environment(name: str) -> dict:
     paused = env_bool(f"{p}_PAUSED", False)
     kind = environment_kind(name)
     declared = KINDS[kind].declared
+    if kind == SMTP:
+        return {**_defaults(name, p, kind, declared, owner, paused), **relay_from_settings()}
+    return _defaults(name, p, kind, declared, owner, paused)
+
+
+def relay_from_settings() -> dict:
+    """An e-mail integration's address, password and timeout from Django's EMAIL_* settings."""
+    from urllib.parse import quote
+
+    scheme = "smtps" if settings.EMAIL_USE_SSL else "smtp"
+    if settings.EMAIL_USE_TLS:
+        scheme = "smtp+starttls"
+    user = quote(settings.EMAIL_HOST_USER, safe="") + "@" if settings.EMAIL_HOST_USER else ""
+    host = settings.EMAIL_HOST
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    return {
+        "base_url": f"{scheme}://{user}{host}:{settings.EMAIL_PORT}",
+        "token": settings.EMAIL_HOST_PASSWORD,
+        "timeout_seconds": settings.EMAIL_TIMEOUT,
+    }
+
+
+def _defaults(name, p, kind, declared, owner, paused) -> dict:
     return {
         "kind": kind,
         "base_url": settings.INTEGRATIONS[name],

@@ -32,13 +32,19 @@ from ledger.connectors.bottlecrm import (
 )
 from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
 from ledger.connectors.documents import DocumentsConnector
+from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
 
-HANDOVER, BOTTLECRM = "handover", "bottlecrm"
+HANDOVER, BOTTLECRM, SMTP = "handover", "bottlecrm", "smtp"
 CHOICES = [
     (HANDOVER, "Handover contract (docs/integrations.md; the sandbox)"),
     (BOTTLECRM, "BottleCRM (cases)"),
+    (SMTP, "E-mail through an SMTP relay"),
 ]
+# The address schemes an integration row may hold (Integration.base_url); each kind says which
+# of them it speaks (Kind.schemes).
+HTTP_SCHEMES = ("http", "https")
+URL_SCHEMES = [*HTTP_SCHEMES, "smtp", "smtp+starttls", "smtps"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class Kind:
     connectors: dict[str, dict[str, type[Connector]]] = {}
     declared = Capabilities(lookup=True, idempotency_key=True, settle_delay_seconds=0.0)
     needs_token = False
+    schemes: tuple[str, ...] = HTTP_SCHEMES
 
     def serves(self, integration_name: str) -> bool:
         return integration_name in self.connectors
@@ -90,6 +97,12 @@ class Kind:
             }
         if self.needs_token and not (integration.token or "").strip():
             errors["token"] = said.KIND_NEEDS_TOKEN % {"kind": self.label}
+        scheme = (integration.base_url or "").partition("://")[0].lower()
+        if integration.base_url and scheme not in self.schemes:
+            errors["base_url"] = said.KIND_WRONG_SCHEME % {
+                "kind": self.label,
+                "schemes": ", ".join(f"{s}://" for s in self.schemes),
+            }
         return errors
 
     def check(self, integration) -> list[str]:
@@ -288,7 +301,40 @@ class BottleCrmKind(Kind):
         return problems
 
 
-KINDS: dict[str, Kind] = {kind.key: kind for kind in (HandoverKind(), BottleCrmKind())}
+class SmtpKind(Kind):
+    """E-mail: the notification integration's messages through an SMTP relay. The address is
+    smtp://, smtp+starttls:// or smtps://[user@]host[:port]; the token is the password."""
+
+    key = SMTP
+    label = "E-mail (SMTP)"
+    connectors = {"notify": {"notify.send": SmtpSendConnector}}
+    # A relay cannot be asked about a message it may have queued, and has no idempotency key:
+    # an uncertain send waits for a person (ledger.smtp).
+    declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
+    schemes = ("smtp", "smtp+starttls", "smtps")
+
+    def validate(self, integration):
+        errors = super().validate(integration)
+        if "base_url" not in errors:
+            from ledger import smtp
+
+            try:
+                smtp.relay_from_url(integration.base_url)
+            except ValueError as exc:
+                errors["base_url"] = str(exc)
+        return errors
+
+    def check(self, integration):
+        problems = list(self.validate(integration).values())
+        if problems:
+            return problems
+        from ledger import smtp
+
+        relay = smtp.relay_from_url(integration.base_url, integration.token)
+        return smtp.check(relay, timeout=integration.timeout_seconds)
+
+
+KINDS: dict[str, Kind] = {kind.key: kind for kind in (HandoverKind(), BottleCrmKind(), SmtpKind())}
 
 
 def kind_of(integration) -> Kind:

@@ -50,3 +50,4 @@ KIND_CANNOT_SERVE = _(
 )
 SERVES_NOTHING = _("nothing")
 KIND_NEEDS_TOKEN = _("%(kind)s needs an API token.")
+KIND_WRONG_SCHEME = _("%(kind)s takes an address starting %(schemes)s.")

@@ -4,7 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
@@ -14,6 +14,7 @@ from intake.workflow import SYSTEM
 from ledger import messages as said
 from ledger.kinds import CHOICES as KIND_CHOICES
 from ledger.kinds import HANDOVER as HANDOVER_KIND
+from ledger.kinds import URL_SCHEMES
 
 
 class JournalQuerySet(models.QuerySet):
@@ -90,7 +91,9 @@ class Integration(models.Model):
         default=HANDOVER_KIND,
         help_text="The API the destination speaks (docs/connectors.md).",
     )
-    base_url = models.URLField()
+    # http(s) for an API, smtp:// (or smtp+starttls://, smtps://) for an e-mail relay; which one
+    # fits is the kind's to say (Kind.validate).
+    base_url = models.CharField(max_length=200, validators=[URLValidator(schemes=URL_SCHEMES)])
     token = models.CharField(max_length=200, blank=True)
     timeout_seconds = models.FloatField(default=10.0)
     retry_budget = models.PositiveIntegerField(default=3, help_text="Attempts before 'failed'.")
@@ -277,7 +280,11 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     """One external action, recorded before it is attempted; the ledger is the truth."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    enquiry = models.ForeignKey(Enquiry, on_delete=models.PROTECT, related_name="operations")
+    # None for a message to an operator (recovery.notices: a batch of items for one person),
+    # which belongs to no enquiry.
+    enquiry = models.ForeignKey(
+        Enquiry, null=True, blank=True, on_delete=models.PROTECT, related_name="operations"
+    )
     action = models.CharField(max_length=40)  # a key of ledger.policies.POLICIES
     revision = models.PositiveIntegerField()
     # <enquiry id>:<action>:r<revision>; made once, reused on every attempt.
@@ -380,6 +387,14 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     def __str__(self):
         return self.idempotency_key
 
+    @property
+    def reference(self) -> str:
+        """What a person calls it: its enquiry's reference, else its payload's (a message to an
+        operator: "operator casey, 14:00-14:15")."""
+        if self.enquiry_id is not None:
+            return self.enquiry.reference
+        return str(self.payload.get("reference") or self.idempotency_key)
+
     @staticmethod
     def make_key(enquiry_id, action, revision) -> str:
         return f"{enquiry_id}:{action}:r{revision}"
@@ -387,7 +402,11 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     def ends_enquiry(self) -> bool:
         """Whether cancelling this operation closes its enquiry (ledger.services.cancel_operation):
         the CRM write of an approved enquiry, whose approved revision is then never delivered."""
-        return self.action == "crm.create_enquiry" and self.enquiry.state == "approved"
+        return (
+            self.action == "crm.create_enquiry"
+            and self.enquiry_id is not None
+            and self.enquiry.state == "approved"
+        )
 
     # --- transitions ------------------------------------------------------------------------
     @transition(
@@ -434,6 +453,12 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     )
     def fail(self, *, actor, reason="", evidence=None):
         pass
+
+    @transition(state, source=Op.CONFIRMED, target=Op.FAILED, custom={"actors": (SYSTEM,)})
+    def bounce(self, *, actor, reason="", evidence=None):
+        """A message the provider accepted was later reported undeliverable (a delivery
+        report: ledger.delivery). Messages only: a confirmed record is never un-confirmed."""
+        self.attention = "delivery_failed"
 
     @transition(
         state,

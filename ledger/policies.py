@@ -116,6 +116,10 @@ ATTENTION = {
     "auth": "The destination refused Handover's credentials; the integration owner is told.",
     "access_denied": "Handover may no longer read this document.",
     "delivery_failed": "The provider accepted the message but could not deliver it.",
+    "smtp_no_reply": (
+        "The message went to the e-mail relay and its reply never came; a relay cannot be "
+        "asked whether it queued it, so a person checks before anything is sent again."
+    ),
     "payload_mismatch": "The payload differs from the approved one; nothing was sent.",
     "unresolved": "The suggester gave no usable answer; the enquiry waits for review.",
 }
@@ -199,7 +203,7 @@ def retry_allowed_from_unknown(operation) -> bool:
     policy = policy_for(operation)
     if not policy.is_write:
         return True
-    return operation.attention in ("lookup_unavailable", "lookup_failed")
+    return operation.attention in ("lookup_unavailable", "lookup_failed", "smtp_no_reply")
 
 
 def permission_for(operation, action, policy=None) -> str:

@@ -7,9 +7,11 @@ back with the change that caused them.
 import logging
 
 from django.dispatch import receiver
+from django_fsm.signals import post_transition
 from django_q.signals import post_spawn
 
 from intake import signals
+from intake.models import Enquiry
 
 logger = logging.getLogger("ledger.receivers")
 
@@ -41,6 +43,18 @@ def enquiry_action(sender, enquiry, action, actor, reason="", evidence=None, **k
     from ledger import journal
 
     journal.record(enquiry, action, actor=actor, reason=reason, evidence=evidence or {})
+
+
+@receiver(post_transition, sender=Enquiry, dispatch_uid="ledger.information_requested")
+def information_requested(sender, instance, name, method_kwargs, **kwargs):
+    """A reviewer asked the customer for more: the message saying what is needed is proposed in
+    the same transaction (a failed message never undoes the request)."""
+    if name != "request_information" or "exception" in kwargs:
+        return
+    from ledger.services import propose_information_request
+
+    # Approved by policy, as the acknowledgement is: the ledger proposes it, not the reviewer.
+    propose_information_request(instance, request=method_kwargs.get("reason", ""))
 
 
 @receiver(post_spawn, dispatch_uid="ledger.sweep_on_worker_start")

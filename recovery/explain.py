@@ -63,7 +63,12 @@ def _failure_kind(op) -> str:
     """transient, invalid, auth, duplicate, lookup, or '' from the operation's evidence."""
     if op.attention == "duplicate_records":
         return "duplicate"
-    if op.attention in ("lookup_unavailable", "lookup_failed", "reference_not_stored"):
+    if op.attention in (
+        "lookup_unavailable",
+        "lookup_failed",
+        "reference_not_stored",
+        "smtp_no_reply",
+    ):
         return "lookup"
     if op.attention in ("invalid", "payload_mismatch"):
         return "invalid"
@@ -76,6 +81,12 @@ def _failure_kind(op) -> str:
     if op.attention == "retry_budget_exhausted":
         return "transient"
     return outcome or ""
+
+
+def attempt_summary(op) -> dict:
+    """The request summary of the operation's last call (what was sent, as recorded)."""
+    calls = [a for a in op.attempts.all() if a.kind == "call"]
+    return calls[-1].request_summary if calls else {}
 
 
 def external_change(op) -> str:
@@ -93,7 +104,7 @@ def external_change(op) -> str:
             f"Maybe. The request to {system} was sent at {sent} and no answer came back: "
             f"{system} may have done it."
         )
-        if op.attention in ("lookup_unavailable", "lookup_failed"):
+        if op.attention in ("lookup_unavailable", "lookup_failed", "smtp_no_reply"):
             text += f" {ATTENTION[op.attention]}"
         if op.attention == "reference_not_stored":
             made = op.result.get("unconfirmed_external_id") or "a record"
@@ -134,9 +145,16 @@ def safe_now(op) -> str:
                 f"Do not retry: a retry would make a second record. Then fix {system} so it keeps "
                 "the reference (manage.py check_integration says what is missing)."
             )
+        if op.attention == "smtp_no_reply":
+            message_id = (attempt_summary(op) or {}).get("message_id") or "its Message-ID"
+            return (
+                f"Ask the relay's administrator (its log) or the recipient whether {message_id} "
+                "arrived. Arrived: complete by hand with the relay's queue id. Not there: retry "
+                "(the same Message-ID, so a reader can tell a repeat). Do not retry first."
+            )
         if kind == "lookup":
             return (
-                f"Look in {system} by hand for reference {op.enquiry.reference}. Found: complete "
+                f"Look in {system} by hand for reference {op.reference}. Found: complete "
                 "by hand with its reference. Not there: retry (same idempotency key)."
             )
         return (
@@ -296,7 +314,8 @@ RUNBOOKS = {
     "destination-unavailable": "Destination unavailable (retries used up)",
     "invalid-request": "Refused as invalid (400/409/422)",
     "credentials-refused": "Credentials refused (401/403)",
-    "notification-failed": "The customer's acknowledgement failed",
+    "notification-failed": "A message to a resident or an operator failed",
+    "email-no-reply": "An e-mail went out and the relay never replied",
     "document-access": "A document cannot be read",
     "needs-information": "Waiting for the customer's information",
     "unresolved-classification": "Classification unresolved",
@@ -319,6 +338,8 @@ def runbook_for_operation(op) -> str | None:
     kind = _failure_kind(op)
     if op.attention == "access_denied" or op.action == "documents.extract":
         return "document-access"
+    if op.attention == "smtp_no_reply":
+        return "email-no-reply"
     if op.action == "notify.send" and op.state == Op.FAILED:
         return "notification-failed"
     if op.state == Op.UNKNOWN:
@@ -398,7 +419,7 @@ def _not_found_consequence(op) -> str:
 def reconcile_help(op) -> str:
     """What "Reconcile now" will do, before the click, from the integration's capabilities."""
     system = system_name(op)
-    reference = op.payload.get("reference") or op.enquiry.reference
+    reference = op.payload.get("reference") or op.reference
     return (
         f"Asks {system} for the record by its reference {reference}. Found once: the operation "
         "is confirmed with that record. Found more than once: it waits for a person. "
@@ -409,7 +430,7 @@ def reconcile_help(op) -> str:
 def cancel_help(op) -> str:
     if op.ends_enquiry():
         return (
-            f"Stops this write for good, and closes {op.enquiry.reference} as Rejected: its "
+            f"Stops this write for good, and closes {op.reference} as Rejected: its "
             "approved revision will never be delivered. That is the enquiry's outcome, shown "
             "with your reason. Nothing is sent; nothing at the destination is undone."
         )

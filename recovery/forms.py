@@ -10,6 +10,7 @@ from django.core.validators import URLValidator
 
 from intake.models import Category
 from intake.visible import has_visible_text
+from ledger.kinds import URL_SCHEMES
 from ledger.models import Integration
 from recovery import messages as said
 from recovery.durations import SecondsField
@@ -216,8 +217,11 @@ LABELS = {
 HELP = {
     "kind": "The API the destination speaks: Handover's own contract (the sandbox) or a real "
     "CRM's. Use Check connection on the integrations page after changing it.",
-    "base_url": "Where the connector sends its requests (http or https).",
-    "token": "Leave empty to keep the current token. It is never shown or written to the journal.",
+    "base_url": "Where the connector sends its requests (http or https). An e-mail relay: "
+    "smtp://, smtp+starttls:// or smtps://, with the user name before an @ "
+    "(smtp+starttls://handover@relay.example.org:587).",
+    "token": "Leave empty to keep the current token (an e-mail relay's password). It is never "
+    "shown or written to the journal.",
     "owner": "Told when the destination refuses Handover's credentials.",
     "timeout_seconds": "How long one call may take before its outcome is uncertain. Must be "
     "shorter than the workers' timeout (Q_TIMEOUT={timeout} s).",
@@ -266,7 +270,8 @@ class IntegrationForm(forms.ModelForm):
                     },
                 )
         if "base_url" in self.fields:
-            self.fields["base_url"].validators = [URLValidator(schemes=["http", "https"])]
+            # Which scheme fits the chosen kind is the kind's to say (Integration.clean).
+            self.fields["base_url"].validators = [URLValidator(schemes=URL_SCHEMES)]
             self.fields["base_url"].widget.input_type = "url"
             self.fields["base_url"].error_messages["invalid"] = said.URL_INVALID
         if "retry_budget" in self.fields:

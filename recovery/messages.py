@@ -111,7 +111,12 @@ RELEASE_NO_LONGER_HELD = _(
 )
 # field: the field's label in lower case.
 DURATION_REQUIRED = _("Enter %(field)s, e.g. 10 s.")
-URL_INVALID = _("Enter the full address, starting http:// or https://.")
+NOTICES_ON = _("You will be e-mailed about work that needs you.")
+NOTICES_OFF = _("You will not be e-mailed; the queue still shows what needs you.")
+URL_INVALID = _(
+    "Enter the full address, starting http:// or https:// (an e-mail relay: smtp://, "
+    "smtp+starttls:// or smtps://)."
+)
 TOKEN_TYPED_AND_REMOVED = _("Either type a new token or remove it, not both.")
 AT_LEAST = _("At least %(duration)s.")
 AT_MOST = _("At most %(duration)s.")

@@ -132,3 +132,63 @@ class DrillConclusion(models.Model):
 
     def __str__(self):
         return f"{self.reviewer} on {self.run}: {self.conclusion[:40]}"
+
+
+class NoticePreference(models.Model):
+    """Whether a person is e-mailed about work that needs them (recovery.notices); on unless
+    they turn it off in the console (/console/me/)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="notice_preference",
+    )
+    enabled = models.BooleanField(default=True)
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"{self.user}: notices {'on' if self.enabled else 'off'}"
+
+
+class OperatorNotice(models.Model):
+    """One thing to tell one person (an item assigned to them, one of theirs overdue, a queue of
+    theirs nobody opened, a destination refusing Handover's credentials), until a batched
+    message carries it (``operation``: that message's notify.send operation)."""
+
+    ASSIGNED, OVERDUE, UNINSPECTED, CREDENTIALS = (
+        "assigned",
+        "overdue",
+        "uninspected",
+        "credentials",
+    )
+    KINDS = [
+        (ASSIGNED, "Assigned to you"),
+        (OVERDUE, "Overdue"),
+        (UNINSPECTED, "A queue of yours nobody opened"),
+        (CREDENTIALS, "Credentials refused"),
+    ]
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=KINDS)
+    # What it is about, once: a journal row, an item's stay in a state, a queue's period.
+    key = models.CharField(max_length=200, unique=True)
+    title = models.CharField(max_length=300)
+    link = models.CharField(max_length=300)  # a console path; the message adds CONSOLE_URL
+    created_at = models.DateTimeField(default=timezone.now)
+    operation = models.ForeignKey(
+        "ledger.Operation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        indexes = [
+            # The sender reads each person's notices not yet carried by a message.
+            models.Index(
+                fields=["user", "created_at"],
+                name="notice_pending",
+                condition=models.Q(operation__isnull=True),
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.user}: {self.get_kind_display()}: {self.title}"

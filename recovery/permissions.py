@@ -50,6 +50,9 @@ def operation_actions(operation, user) -> list[str]:
         return []
     if "retry" in actions and not retry_advised(operation):
         actions.remove("retry")
+    to_operator = operation.enquiry_id is None and operation.action == "notify.send"
+    if to_operator and "reassign" in actions:
+        actions.remove("reassign")  # a message to an operator: retried, completed or cancelled
     return actions
 
 

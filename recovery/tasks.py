@@ -91,3 +91,11 @@ def escalate_overdue(now=None) -> int:
             continue
         escalated += 1
     return escalated
+
+
+def notify_operators(now=None) -> dict:
+    """Schedule "recovery.notify_operators" (every minute): tell people what needs them, in one
+    batched message per person per OPERATOR_NOTICE_MINUTES (recovery.notices)."""
+    from recovery import notices
+
+    return notices.run(now)

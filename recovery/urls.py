@@ -1,6 +1,6 @@
 from django.urls import path
 
-from recovery.views import actions, bulk, dashboard, integrations, items, queue
+from recovery.views import actions, bulk, dashboard, integrations, items, notices, queue
 from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
@@ -32,6 +32,8 @@ urlpatterns = [
     path("console/dashboard/", dashboard.dashboard, name="dashboard"),
     path("console/drill/", dashboard.drill, name="drill"),
     path("console/runbooks/", dashboard.runbook_index, name="runbooks"),
+    path("console/messages/", notices.notice_list, name="notices"),
+    path("console/me/", notices.my_notices, name="me"),
     path("console/runbooks/<slug:slug>/", dashboard.runbook, name="runbook"),
     path("metrics", dashboard.metrics, name="metrics"),
 ]

@@ -94,6 +94,7 @@ GROUP_ATTENTION = {
     "auth": "credentials refused",
     "access_denied": "access removed",
     "delivery_failed": "not delivered",
+    "smtp_no_reply": "sent, relay never replied",
     "payload_mismatch": "payload changed after approval",
     "unresolved": "no usable suggestion",
 }

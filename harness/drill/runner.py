@@ -246,7 +246,13 @@ class Drill:
     def uses(self, names) -> str:
         """The destination each integration a case touches was, for the case's report row."""
         describe = getattr(self.destination, "describe_integration", None)
-        return "; ".join(f"{name}: {describe(name) if describe else 'sandbox'}" for name in names)
+
+        def one(name):
+            if name == "notify:smtp":
+                return "notify: the drill's SMTP relay (harness.mailserver)"
+            return f"{name}: {describe(name) if describe else 'sandbox'}"
+
+        return "; ".join(one(name) for name in names)
 
     def _users(self):
         # "drill" approves (reviewer) and resolves its own items afterwards (coordinator);

@@ -22,11 +22,13 @@ from ledger.models import Operation
 # Compiling the equivalent querysets (a Subquery; select_for_update with select_related), and
 # then RawQuerySet's column mapping, were the largest items in a worker's CPU profile
 # (docs/benchmarks.md), hence the statement and the plain row reader below.
+# An operation with no enquiry (a message to an operator) has nothing to lock first: the outer
+# join keeps its row, with the enquiry's columns NULL.
 _LOCK_SQL = (
     "WITH enquiry AS MATERIALIZED (SELECT * FROM intake_enquiry WHERE id = "
     "(SELECT enquiry_id FROM ledger_operation WHERE id = %s) FOR UPDATE) "
-    "SELECT {columns} FROM enquiry JOIN ledger_operation op ON op.enquiry_id = enquiry.id{join} "
-    "WHERE op.id = %s{conditions} FOR UPDATE OF op{skip}"
+    "SELECT {columns} FROM ledger_operation op LEFT JOIN enquiry ON op.enquiry_id = enquiry.id"
+    "{join} WHERE op.id = %s{conditions} FOR UPDATE OF op{skip}"
 )
 _INTEGRATION_JOIN = (
     " LEFT JOIN ledger_integration integration ON integration.id = op.integration_id"
@@ -101,8 +103,8 @@ def lock_operation(op_id, *, skip_locked=False, with_integration=False, **filter
         row = cursor.fetchone()
     if row is None:
         return None, None
-    enquiry = enquiries.read(row, 0)
     op = operations.read(row, len(enquiries.fields))
+    enquiry = enquiries.read(row, 0) if op.enquiry_id is not None else None
     op.enquiry = enquiry
     if with_integration:
         _read_integration(op, integrations, row, len(enquiries.fields) + len(operations.fields))

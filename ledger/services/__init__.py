@@ -37,6 +37,8 @@ from ledger.services.integrations import (
 from ledger.services.proposals import (
     nudge_enquiry,
     propose,
+    propose_information_request,
+    propose_message,
     propose_receipt_work,
     supersede_revision,
 )
@@ -59,6 +61,8 @@ __all__ = [
     "operator_action",
     "pause_integration",
     "propose",
+    "propose_information_request",
+    "propose_message",
     "propose_receipt_work",
     "reassign_operation",
     "reconcile_now",

@@ -6,14 +6,14 @@ from __future__ import annotations
 from django.utils import timezone
 
 from intake.models import Document
-from ledger import journal
+from ledger import journal, notices
 from ledger.models import Integration, Op, Operation, payload_hash
 from ledger.policies import policy_for
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.queueing import RECONCILE as RECONCILE_TASK
 from ledger.services.common import LEDGER, integration
 
-ACKNOWLEDGEMENT_TEMPLATE = "enquiry_received"
+ACKNOWLEDGEMENT_TEMPLATE = notices.ACKNOWLEDGEMENT
 BY_POLICY = "approved by policy (no review needed)"
 
 
@@ -104,17 +104,64 @@ def crm_payload(enquiry, revision) -> dict:
     }
 
 
+def notice_payload(template, to, **values) -> dict:
+    """A notify.send payload: the address, the template, its values, and the text as rendered
+    now (``body``: what a destination speaking Handover's contract sends; an e-mail relay gets
+    the template's text and HTML, rendered from the same values)."""
+    payload = {"to": to, "template": template, **values}
+    payload["body"] = notices.render(template, payload)[1]
+    return payload
+
+
 def acknowledgement_payload(enquiry) -> dict:
     # Receipt is not delivery: the customer is told we *received* it, never that it was reviewed.
-    return {
-        "to": enquiry.email,
-        "template": ACKNOWLEDGEMENT_TEMPLATE,
-        "reference": enquiry.reference,
-        "body": (
-            f"We have received your enquiry. Your reference is {enquiry.reference}. "
-            "Please quote it if you contact us about this enquiry."
-        ),
-    }
+    return notice_payload(ACKNOWLEDGEMENT_TEMPLATE, enquiry.email, reference=enquiry.reference)
+
+
+def propose_information_request(enquiry, *, request, actor=LEDGER):
+    """A reviewer moved the enquiry to needs_information: tell the customer what is needed (the
+    reviewer's words), as its own notify.send operation, one per request. Inside the caller's
+    transaction, with the enquiry locked."""
+    if not enquiry.email:
+        return None
+    template = notices.NEEDS_INFORMATION
+    earlier = Operation.objects.filter(
+        enquiry=enquiry, action="notify.send", payload__template=template
+    ).count()
+    payload = notice_payload(template, enquiry.email, reference=enquiry.reference, request=request)
+    op, _ = propose(
+        enquiry,
+        "notify.send",
+        payload,
+        revision=enquiry.current_revision,
+        actor=actor,
+        detail=f"{template}-{earlier + 1}",
+        approve=True,
+        reason="tell the customer what information is needed",
+    )
+    return op
+
+
+def propose_message(key, payload, *, actor=LEDGER, reason="", at=None) -> tuple[Operation, bool]:
+    """A notify.send operation that belongs to no enquiry (a message to an operator), approved by
+    policy and enqueued in the caller's transaction; idempotent on ``key``. ``at``: when it was
+    made (the caller's clock), default now."""
+    op, created = Operation.objects.get_or_create(
+        idempotency_key=key,
+        defaults={
+            "created_at": at or timezone.now(),
+            "enquiry": None,
+            "action": "notify.send",
+            "revision": 1,
+            "payload": payload,
+            "payload_hash": payload_hash(payload),
+            "integration": integration(Integration.NOTIFY),
+        },
+    )
+    if created:
+        _journal_proposed(op, actor=actor, reason=reason)
+        approve_proposed(op, actor=actor, reason=BY_POLICY)
+    return op, created
 
 
 # --- intake's signals ---------------------------------------------------------------------------

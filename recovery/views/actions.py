@@ -23,6 +23,7 @@ from recovery.views.common import (
     console_view,
     get_enquiry_for_user,
     get_operation_for_user,
+    item_url,
     log,
     require,
 )
@@ -82,6 +83,31 @@ def succeeded(request, url, target, done):
     return redirect(url)
 
 
+def _enquiryless_action(request, op, action, form, service_name, extra, back, done):
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, error)
+        return redirect(back)
+    if action not in policies.state_allows(op):
+        label = OPERATOR_ACTIONS[action][0].lower()
+        messages.error(
+            request,
+            said.CANNOT_FOR_OPERATION % {"action": label, "state": op.get_state_display()},
+        )
+        return redirect(back)
+    kwargs = {name: form.cleaned_data[name] for name in extra}
+    try:
+        getattr(ledger_services, service_name)(
+            op.pk, actor=request.user, reason=form.cleaned_data["reason"], **kwargs
+        )
+    except REFUSALS as exc:
+        messages.error(request, str(exc) or said.NOT_POSSIBLE_FOR_ITEM)
+        return redirect(back)
+    messages.success(request, done)
+    return redirect(back)
+
+
 @require_POST
 @console_view
 def operation_action(request, op_id, action):
@@ -93,11 +119,14 @@ def operation_action(request, op_id, action):
         permission = "ledger.recover_operation"
     require(request.user, permission, label)
     target = op_target(op)
-    back = reverse("recovery:enquiry", args=[op.enquiry.reference]) + f"?op={op.pk}#{target}"
+    back = item_url(op) + f"?op={op.pk}#{target}"
     form_class, service_name, extra = OPERATION_ACTIONS[action]
     done = said.OPERATION_DONE[action]
     form = form_class(request.POST)
     context = {"request": request, "enquiry": op.enquiry, "target": target, "action": action}
+    if op.enquiry_id is None:
+        # A message to an operator: its own small page, refusals said there.
+        return _enquiryless_action(request, op, action, form, service_name, extra, back, done)
     if not form.is_valid():
         return refused(**context, form=form, status=422)
     try:

@@ -30,6 +30,7 @@ from recovery.views.common import (
     console_view,
     get_enquiry_for_user,
     get_operation_for_user,
+    item_url,
     log,
     require,
 )
@@ -62,7 +63,7 @@ def take_operation(request, op_id):
     """Assign to me, one click: reassign to myself with the reason "taking it"."""
     op = get_operation_for_user(request.user, op_id)
     require(request.user, permissions.OPERATION_PERMISSIONS["reassign"], "take an item")
-    item = reverse("recovery:enquiry", args=[op.enquiry.reference])
+    item = item_url(op)
     back = safe_next(request, f"{item}?op={op.pk}#op-{op.pk}")
     # From the item page the message shows in the card acted on; from the queue, at the top.
     placed = f"at-op-{op.pk}" if back.startswith(item) else ""
@@ -73,13 +74,13 @@ def take_operation(request, op_id):
     except REFUSALS as exc:
         messages.error(
             request,
-            said.NOT_TAKEN % {"reference": op.enquiry.reference, "why": exc},
+            said.NOT_TAKEN % {"reference": op.reference, "why": exc},
             extra_tags=placed,
         )
     else:
         messages.success(
             request,
-            said.OPERATION_TAKEN % {"reference": op.enquiry.reference, "action": op.action},
+            said.OPERATION_TAKEN % {"reference": op.reference, "action": op.action},
             extra_tags=placed,
         )
     return redirect(back)
@@ -177,7 +178,7 @@ def bulk(request):
         done, why = _act(lambda op=op: service(op.pk, actor=user, reason=reason, **extra))
         results.append(
             {
-                "reference": op.enquiry.reference,
+                "reference": op.reference,
                 "what": op.action,
                 "url": reverse("recovery:operation", args=[op.pk]),
                 "done": done,

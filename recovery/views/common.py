@@ -70,6 +70,16 @@ def get_operation_for_user(user, op_id) -> Operation:
     )
 
 
+def item_url(op) -> str:
+    """The page an operation is shown on: its enquiry's item page, or (a message to an
+    operator, which has no enquiry) its own."""
+    from django.urls import reverse
+
+    if op.enquiry_id is None:
+        return reverse("recovery:operation", args=[op.pk])
+    return reverse("recovery:enquiry", args=[op.enquiry.reference])
+
+
 def get_enquiry_for_user(user, reference) -> Enquiry:
     require(user, VIEW_PERMISSION, "see enquiries")
     return get_object_or_404(

@@ -269,6 +269,8 @@ def operation_card(request, op_id):
     """One operation's card alone: htmx polls it while a reconcile or a call is in flight, and
     swaps it in place when the outcome is recorded."""
     op = get_operation_for_user(request.user, op_id)
+    if op.enquiry_id is None:
+        return redirect("recovery:operation", op_id=op.pk)  # its own page has no cards
     context = item_context(request, op.enquiry)
     card = next(o for o in context["operations"] if o.pk == op.pk)
     return render(request, "recovery/_op_card.html", {**context, "op": card})
@@ -278,10 +280,36 @@ def operation_card(request, op_id):
 @console_view
 def operation_detail(request, op_id):
     op = get_operation_for_user(request.user, op_id)
+    if op.enquiry_id is None:
+        return _enquiryless(request, op)
     url = reverse("recovery:enquiry", args=[op.enquiry.reference])
     action = request.GET.get("action", "")
     suffix = f"&action={action}" if action.isidentifier() else ""
     return redirect(f"{url}?op={op.pk}{suffix}#op-{op.pk}")
+
+
+def _enquiryless(request, op):
+    """A message to an operator: no enquiry, so its own page: what it is, its attempts, its
+    journal, and what a person may do (retry, complete by hand, cancel)."""
+    from ledger.models import JournalEntry
+    from recovery.explain import runbook_for_operation
+    from recovery.permissions import operation_actions
+    from recovery.words import OPERATOR_ACTIONS
+
+    context = {
+        "op": op,
+        "attempts": list(op.attempts.all()),
+        "journal": JournalEntry.objects.filter(
+            subject_type="ledger.operation", subject_id=str(op.pk)
+        ),
+        "allowed": [
+            (OPERATOR_ACTIONS[a][0], a, reverse(f"recovery:op-{OP_SEGMENTS[a]}", args=[op.pk]))
+            for a in operation_actions(op, request.user)
+            if a in ("retry", "complete_by_hand", "cancel")
+        ],
+        "runbook": runbook_for_operation(op),
+    }
+    return render(request, "recovery/operator_message.html", context)
 
 
 @require_GET

@@ -71,3 +71,28 @@ def test_integration_timeout_must_be_shorter_than_the_cluster_timeout(db):
         row.full_clean()
     row.timeout_seconds = 5
     row.full_clean()
+
+
+def test_bad_email_settings_fail_loudly(monkeypatch):
+    import pytest
+    from django.core.exceptions import ImproperlyConfigured
+
+    from config.env import env_email, env_port
+
+    monkeypatch.setenv("EMAIL_PORT", "70000")
+    with pytest.raises(ImproperlyConfigured, match="EMAIL_PORT=70000 is not a port"):
+        env_port("EMAIL_PORT", 25)
+    monkeypatch.setenv("EMAIL_PORT", "٣")
+    with pytest.raises(ImproperlyConfigured, match="is not a whole number"):
+        env_port("EMAIL_PORT", 25)
+    monkeypatch.setenv("DEFAULT_FROM_EMAIL", "Council <not an address>")
+    with pytest.raises(ImproperlyConfigured, match="is not an e-mail address"):
+        env_email("DEFAULT_FROM_EMAIL", "x@example.org")
+    monkeypatch.setenv("DEFAULT_FROM_EMAIL", "Council <noreply@example.org>")
+    assert env_email("DEFAULT_FROM_EMAIL", "x@example.org") == "Council <noreply@example.org>"
+
+
+def test_tls_and_ssl_together_stop_the_process():
+    result = _manage("check", EMAIL_USE_TLS="1", EMAIL_USE_SSL="1", DEBUG="1")
+    assert result.returncode != 0
+    assert "EMAIL_USE_TLS (STARTTLS, usually port 587) and EMAIL_USE_SSL" in result.stderr

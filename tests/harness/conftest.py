@@ -4,6 +4,7 @@
 - ``proxy``: a ``FaultProxy`` process in front of it, with the CRM targets named (one per
   module; faults, counters and holds cleared per test).
 - ``caller``: a ``requests`` session that sends the sandbox's token.
+- ``mail``: the test SMTP relay (harness.mailserver), from tests/ledger/conftest.py.
 """
 
 import pytest
@@ -11,6 +12,7 @@ import requests
 
 from harness.faultproxy import FaultProxy
 from sandbox.testing import SandboxProcess
+from tests.ledger.conftest import mail, mail_server  # noqa: F401 (the SMTP relay's fixtures)
 
 TOKEN = "proxy-test-token"
 TARGETS = {

@@ -227,3 +227,43 @@ def start_cluster(tmp_path):
     yield start
     for cluster in clusters:
         cluster.stop()
+
+
+# --- the test SMTP relay (harness.mailserver) ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mail_server(tmp_path_factory):
+    from harness.mailserver import MailServer
+
+    with MailServer(tmp_path_factory.mktemp("mail") / "messages") as server:
+        yield server
+
+
+@pytest.fixture
+def mail(mail_server):
+    """A running SMTP relay with no messages and no faults."""
+    mail_server.reset()
+    yield mail_server
+    mail_server.clear_faults()
+
+
+@pytest.fixture
+def email_integration(integrations, mail, make_user):
+    """The notification integration speaking e-mail to the test relay (kind smtp), owned by an
+    admin: 1 s timeout, 3 attempts, 0.05 s first backoff."""
+    from ledger.kinds import SMTP
+    from ledger.models import Integration
+
+    owner = make_user("admin", username="mail-owner", email="owner@example.org")
+    Integration.objects.filter(name=Integration.NOTIFY).update(
+        kind=SMTP,
+        base_url=mail.url,
+        token="",
+        owner=owner,
+        supports_lookup=False,
+        supports_idempotency_key=False,
+    )
+    row = Integration.objects.get(name=Integration.NOTIFY)
+    row.full_clean()
+    return row

@@ -20,7 +20,10 @@ from tests.intake.factories import drive
 # pointing at it, enquiries approved through the services, real qcluster processes.
 from tests.ledger.conftest import (  # noqa: F401
     approved_enquiry,
+    email_integration,
     integrations,
+    mail,
+    mail_server,
     make_enquiry,
     reviewer,
     run_queue,

@@ -224,3 +224,43 @@ def test_the_limits_are_edited_with_the_row_and_journalled(crm, client_for):
     [entry] = changes()
     assert entry.evidence["max_requests_per_second"] == {"from": None, "to": 40.0}
     assert entry.evidence["max_in_flight"] == {"from": None, "to": 4}
+
+
+def test_notifications_become_e_mail_in_the_form_validated_for_that_kind(
+    integrations_rows, client_for
+):
+    notify = integrations_rows["notify"]
+    url = reverse("recovery:integration-settings", args=["notify"])
+    client = client_for("admin")
+    # The smtp kind with an http address, and an address carrying a password: refused, named.
+    for address, says in [
+        (notify.base_url, "takes an address starting smtp://"),
+        ("smtp://user:pw@relay.example.org:25", "token field"),
+    ]:
+        response = client.post(url, form_data(notify, kind="smtp", base_url=address))
+        assert response.status_code == 400
+        assert says in response.content.decode()
+        assert Integration.objects.get(pk=notify.pk).kind == "handover"
+    response = client.post(
+        url,
+        form_data(
+            notify,
+            kind="smtp",
+            base_url="smtp+starttls://handover@relay.example.org:587",
+            token="relay-password",
+            reason="mail goes through the council's relay",
+        ),
+    )
+    assert response.status_code == 302
+    row = Integration.objects.get(pk=notify.pk)
+    assert (row.kind, row.base_url, row.token) == (
+        "smtp",
+        "smtp+starttls://handover@relay.example.org:587",
+        "relay-password",
+    )
+    (entry,) = changes()
+    assert entry.evidence["token"] == "set" or entry.evidence["token"] == "changed"
+    assert "relay-password" not in json.dumps(entry.evidence)
+    # And the CRM cannot be e-mail.
+    response = client.post(URL, form_data(integrations_rows["crm"], kind="smtp"))
+    assert response.status_code == 400

@@ -55,3 +55,10 @@ def test_an_integration_offers_the_one_next_step(people, paused, awaiting, expec
     integration = Integration(name="crm", paused=paused, awaiting_backlog_review=awaiting)
     assert permissions.integration_actions(integration, people["admin"]) == expected
     assert permissions.integration_actions(integration, people["coordinator"]) == []
+
+
+def test_a_message_to_an_operator_is_not_reassigned(people):
+    # It belongs to no enquiry and to nobody's queue: retried, completed or cancelled.
+    message = Operation(action="notify.send", state=Op.FAILED, enquiry=None)
+    assert "reassign" not in permissions.operation_actions(message, people["admin"])
+    assert "cancel" in permissions.operation_actions(message, people["admin"])

@@ -17,6 +17,7 @@ from harness.drill.cases.changes import (
     changed_after_approval,
     integration_paused,
 )
+from harness.drill.cases.email import email_busy, email_no_reply, email_refused
 from harness.drill.cases.failures import (
     destination_unavailable,
     document_access_removed,
@@ -115,6 +116,27 @@ CASES = [
         notification_fails,
         needs_faults=True,
         uses=("crm", "notify"),
+    ),
+    Spec(
+        "email-no-reply",
+        "e-mail: the relay's reply lost after the final dot",
+        "one message at the relay; unknown; a person with an owner, never resent",
+        email_no_reply,
+        uses=("notify:smtp",),
+    ),
+    Spec(
+        "email-refused",
+        "e-mail: the relay refuses the recipient (550)",
+        "failed as invalid with the relay's words; no message; not retried",
+        email_refused,
+        uses=("notify:smtp",),
+    ),
+    Spec(
+        "email-busy",
+        "e-mail: the relay answers 421",
+        "retried; one message at the relay; confirmed",
+        email_busy,
+        uses=("notify:smtp",),
     ),
     Spec(
         "corrected",

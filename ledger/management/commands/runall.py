@@ -1,7 +1,9 @@
 """`make run`: the whole product in one command, stopped cleanly by Ctrl-C.
 
 This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, seeds a demo
-database once, then supervises the sandbox, a django-q2 cluster and the web server. If any
+database once, then supervises the sandbox, a local e-mail relay (when EMAIL_HOST is this
+machine: every message it receives is kept in var/mail/*.eml), a django-q2 cluster and the web
+server. If any
 child dies, everything stops: a half-running product is worse than a stopped one. If this
 process itself dies, even by SIGKILL, each child is sent SIGTERM (on Linux), for the same reason.
 """
@@ -18,6 +20,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def stop_with(parent: int):
@@ -59,8 +62,19 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--sandbox-port", type=int, default=8765)
         parser.add_argument("--no-sandbox", action="store_true")
+        parser.add_argument(
+            "--no-mail", action="store_true", help="do not start the local e-mail relay"
+        )
+        parser.add_argument("--mail-dir", default=None, help="where it keeps messages: var/mail")
 
-    def handle(self, *args, host, port, sandbox_port, no_sandbox, **options):
+    def handle(
+        self, *args, host, port, sandbox_port, no_sandbox, no_mail=False, mail_dir=None, **options
+    ):
+        local_mail = not no_mail and settings.EMAIL_HOST in LOCAL_HOSTS
+        if local_mail:
+            # The demo's notification integration speaks e-mail to the local relay, when its
+            # row is first made (NOTIFY_KIND in the environment or .env still wins).
+            os.environ.setdefault("NOTIFY_KIND", "smtp")
         call_command("migrate", interactive=False, verbosity=0)
         from django.contrib.auth import get_user_model
 
@@ -81,6 +95,20 @@ class Command(BaseCommand):
                 str(sandbox_port),
                 "--data",
                 str(base / "var" / "sandbox.sqlite3"),
+            ]
+        if local_mail:
+            # The demo's notification integration sends e-mail here (NOTIFY_KIND=smtp): a
+            # newcomer reads what would have gone out in var/mail/.
+            children["mail"] = [
+                sys.executable,
+                "manage.py",
+                "runmailserver",
+                "--host",
+                settings.EMAIL_HOST,
+                "--port",
+                str(settings.EMAIL_PORT),
+                "--dir",
+                mail_dir or str(base / "var" / "mail"),
             ]
         children["workers"] = [sys.executable, "manage.py", "qcluster"]
         # waitress, which reads each request whole before a thread sees it: a stalled or slow
@@ -106,6 +134,11 @@ class Command(BaseCommand):
                     preexec_fn=stop_with(os.getpid()),
                 )
             self.stdout.write(self.style.SUCCESS(f"Handover is running on http://{host}:{port}/"))
+            if "mail" in children:
+                self.stdout.write(
+                    f"E-mail goes to the local relay on {settings.EMAIL_HOST}:"
+                    f"{settings.EMAIL_PORT}; every message is kept in var/mail/."
+                )
             self.stdout.write(
                 "Demo logins: coordinator, reviewer, admin (password: see above, "
                 "or DEMO_PASSWORD in .env). Ctrl-C stops everything."

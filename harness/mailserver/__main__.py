@@ -1,0 +1,3 @@
+from harness.mailserver.server import main
+
+main()

@@ -1,0 +1,260 @@
+"""The one SMTP wrapper: the twin of ledger.http for e-mail. Every failure becomes a
+ConnectorError whose kind says what is known about the relay, read from the phase it failed in.
+
+Django builds the message (EmailMultiAlternatives.message()) and opens the connection (its SMTP
+backend: connect, EHLO, STARTTLS or implicit TLS, log-in). The envelope and DATA are sent here,
+one command at a time, because Django's backend hides the phase a failure happened in, and the
+phase is the whole difference:
+
+- before the message's final dot (connect, greeting, log-in, MAIL, RCPT, DATA): the relay
+  cannot have taken the message. A refused or lost connection, a timeout and any 4xx (421
+  among them) are transient; a 5xx is invalid, with the relay's own text; 535 (credentials
+  refused) and 530 (log-in required) are auth.
+- after the final dot: a 250 is confirmed (with the relay's queue id when its reply names one);
+  a 4xx or 5xx reply means the relay refused it (transient / invalid); a connection lost or a
+  timeout before the reply is **uncertain**: the relay may have queued the message. SMTP has no
+  look-up, so the error carries the ``smtp_no_reply`` attention: a person decides, never a
+  blind resend (docs/runbooks/unknown-outcome.md).
+
+Tests patch ``ledger.smtp.send`` (and nothing else) in unit tests.
+"""
+
+from __future__ import annotations
+
+import re
+import smtplib
+import ssl
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from django.core.mail import get_connection
+
+from ledger.connectors.base import ConnectorError, ErrorKind
+
+NO_REPLY_ATTENTION = "smtp_no_reply"
+SCHEMES = {"smtp": "none", "smtp+starttls": "starttls", "smtps": "ssl"}
+DEFAULT_PORTS = {"none": 25, "starttls": 587, "ssl": 465}
+AUTH_CODES = {530, 535, 534, 538}
+# "250 2.0.0 Ok: queued as 4F1B2C3D" (Postfix), "250 OK id=1abc-000-XY" (Exim),
+# "250 2.0.0 <id> Message accepted" forms vary; the first two are the common ones.
+_QUEUE_ID = [
+    re.compile(r"queued as\s+([A-Za-z0-9._@<>-]+)", re.I),
+    re.compile(r"\bid=([A-Za-z0-9._@<>-]+)", re.I),
+]
+
+
+@dataclass(frozen=True)
+class Relay:
+    """Where and how to reach the relay: from an integration's address (``smtp://``,
+    ``smtp+starttls://`` or ``smtps://``, user name in the address, password in the token)."""
+
+    host: str
+    port: int
+    security: str  # none, starttls, ssl
+    username: str = ""
+    password: str = ""
+
+    def describe(self) -> str:
+        how = {"none": "plain", "starttls": "STARTTLS", "ssl": "TLS"}[self.security]
+        return f"{self.host}:{self.port} ({how})"
+
+
+def relay_from_url(url: str, password: str = "") -> Relay:
+    """The relay an address names; ValueError (in words) when it names none."""
+    parts = urlsplit(url or "")
+    security = SCHEMES.get(parts.scheme.lower())
+    if security is None:
+        raise ValueError(
+            "An e-mail relay's address starts smtp://, smtp+starttls:// or smtps:// "
+            "(for example smtp+starttls://relay.example.org:587)."
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("The relay's port is not a number from 1 to 65535.") from None
+    if not parts.hostname:
+        raise ValueError("The relay's address names no host.")
+    if parts.password is not None:
+        # An address is shown and journalled; a password there would be too.
+        raise ValueError(
+            "Put the relay's password in the token field, not in the address (the address is "
+            "shown on pages and written to the journal)."
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError("A relay's address is only scheme://[user@]host[:port].")
+    return Relay(
+        host=parts.hostname,
+        port=port or DEFAULT_PORTS[security],
+        security=security,
+        username=unquote(parts.username or ""),
+        password=password or "",
+    )
+
+
+@dataclass
+class SmtpResult:
+    code: int
+    text: str
+    queue_id: str = ""
+
+    def summary(self) -> str:
+        return f"{self.code} {self.text}"[:2000]
+
+
+def queue_id(text: str) -> str:
+    for pattern in _QUEUE_ID:
+        match = pattern.search(text or "")
+        if match:
+            return match.group(1).strip("<>")
+    return ""
+
+
+def _text(reply) -> str:
+    if isinstance(reply, bytes):
+        return reply.decode("utf-8", "replace")
+    return str(reply or "")
+
+
+def _refused(code: int, text: str, phase: str) -> ConnectorError:
+    said = f"{code} {text}".strip()
+    if code in AUTH_CODES:
+        kind = ErrorKind.AUTH
+    elif 400 <= code < 500:
+        kind = ErrorKind.TRANSIENT
+    else:
+        kind = ErrorKind.INVALID
+    return ConnectorError(kind, f"{phase}: {said}"[:2000], status=code, body=said[:2000])
+
+
+def open_connection(relay: Relay, *, timeout: float):
+    """Django's SMTP backend, opened (connected, TLS, logged in); ConnectorError otherwise.
+    Nothing of a message has been sent yet, so nothing here is uncertain."""
+    backend = get_connection(
+        "django.core.mail.backends.smtp.EmailBackend",
+        host=relay.host,
+        port=relay.port,
+        username=relay.username or None,
+        password=relay.password or None,
+        use_tls=relay.security == "starttls",
+        use_ssl=relay.security == "ssl",
+        timeout=timeout,
+        fail_silently=False,
+    )
+    # Django's backend logs in only when both are set; an empty user means no log-in.
+    if not relay.username:
+        backend.username = backend.password = ""
+    where = relay.describe()
+    try:
+        backend.open()
+        # Django's backend greets only for STARTTLS or a log-in; the envelope needs it always.
+        backend.connection.ehlo_or_helo_if_needed()
+    except smtplib.SMTPHeloError as exc:
+        raise _refused(exc.smtp_code, _text(exc.smtp_error), f"{where} refused EHLO") from exc
+    except smtplib.SMTPAuthenticationError as exc:
+        raise _refused(exc.smtp_code, _text(exc.smtp_error), "log-in refused") from exc
+    except smtplib.SMTPConnectError as exc:
+        raise _refused(exc.smtp_code, _text(exc.smtp_error), f"{where} greeted") from exc
+    except smtplib.SMTPNotSupportedError as exc:
+        raise ConnectorError(
+            ErrorKind.INVALID, f"{where} does not offer what the address asks for: {exc}"
+        ) from exc
+    except smtplib.SMTPResponseException as exc:
+        raise _refused(exc.smtp_code, _text(exc.smtp_error), f"{where} refused") from exc
+    except ssl.SSLCertVerificationError as exc:
+        raise ConnectorError(
+            ErrorKind.INVALID, f"{where}: its TLS certificate is not trusted ({exc.reason})"
+        ) from exc
+    except (OSError, smtplib.SMTPException) as exc:
+        # Refused, unreachable, a timeout or a drop before or during the greeting: not sent.
+        raise ConnectorError(ErrorKind.TRANSIENT, f"not connected to {where}: {exc}") from exc
+    return backend
+
+
+def _quoted(data: bytes) -> bytes:
+    """The message as DATA carries it (RFC 5321 4.5.2): leading dots doubled, the final dot."""
+    data = re.sub(rb"(?m)^\.", b"..", data)
+    if not data.endswith(b"\r\n"):
+        data += b"\r\n"
+    return data + b".\r\n"
+
+
+def send(email, *, relay: Relay, timeout: float) -> SmtpResult:
+    """Send one EmailMessage (built by Django) to its recipients. A 250 after the final dot
+    returns; everything else raises ConnectorError."""
+    if not timeout or timeout <= 0:
+        raise ValueError("every external call needs a timeout")
+    try:
+        data = email.message().as_bytes(linesep="\r\n")
+    except (UnicodeError, ValueError) as exc:
+        raise ConnectorError(ErrorKind.INVALID, f"message not built: {exc}") from exc
+    sender = email.from_email
+    recipients = list(email.recipients())
+    if not recipients:
+        raise ConnectorError(ErrorKind.INVALID, "message not sent: it has no recipient")
+    backend = open_connection(relay, timeout=timeout)
+    smtp = backend.connection
+    try:
+        try:
+            code, reply = smtp.mail(sender)
+            if code != 250:
+                raise _refused(code, _text(reply), f"sender {sender} refused")
+            for recipient in recipients:
+                code, reply = smtp.rcpt(recipient)
+                if code not in (250, 251):
+                    raise _refused(code, _text(reply), f"recipient {recipient} refused")
+            code, reply = smtp.docmd("DATA")
+            if code != 354:
+                raise _refused(code, _text(reply), "DATA refused")
+            smtp.send(_quoted(data))
+        except ConnectorError:
+            raise
+        except (OSError, smtplib.SMTPException) as exc:
+            # The final dot has not gone out: the relay cannot have taken the message.
+            raise ConnectorError(
+                ErrorKind.TRANSIENT,
+                f"connection to {relay.describe()} lost before the message was sent: {exc}",
+            ) from exc
+        try:
+            code, reply = smtp.getreply()
+        except (OSError, smtplib.SMTPException) as exc:
+            raise ConnectorError(
+                ErrorKind.UNCERTAIN,
+                f"the message was sent to {relay.describe()}, and no reply came "
+                f"(within {timeout:g}s or before the connection closed: {exc}). The relay may "
+                "have queued it; SMTP cannot be asked.",
+                attention=NO_REPLY_ATTENTION,
+            ) from exc
+        text = _text(reply)
+        if code != 250:
+            raise _refused(code, text, "message refused")
+        return SmtpResult(code, text, queue_id(text))
+    finally:
+        try:
+            smtp.quit()
+        except (TimeoutError, OSError, smtplib.SMTPException):
+            smtp.close()
+
+
+def check(relay: Relay, *, timeout: float) -> list[str]:
+    """Connect, log in and say goodbye: what is wrong, in words (nothing: ready)."""
+    try:
+        backend = open_connection(relay, timeout=timeout)
+    except ConnectorError as exc:
+        if exc.kind is ErrorKind.AUTH:
+            return [
+                f"{relay.describe()} refused Handover's log-in ({exc.message}). Check the user "
+                "name in the address and the password in the token."
+            ]
+        return [f"Cannot use the relay at {relay.describe()}: {exc.message}"]
+    try:
+        code, reply = backend.connection.noop()
+        if code != 250:
+            return [f"{relay.describe()} answered NOOP with {code} {_text(reply)}"]
+    except (OSError, smtplib.SMTPException) as exc:
+        return [f"{relay.describe()} dropped the connection after log-in: {exc}"]
+    finally:
+        try:
+            backend.close()
+        except Exception:
+            pass
+    return []

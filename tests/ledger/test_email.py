@@ -1,0 +1,224 @@
+"""The smtp kind against a real SMTP relay (harness.mailserver, its own process): each reply
+read as what it proves, counted at the relay AND in the ledger."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+
+import pytest
+from django.db import transaction
+
+from intake.services import request_information
+from ledger import notices
+from ledger.models import Attempt, Op, Operation
+from ledger.services import LEDGER, propose, retry_operation
+from ledger.services.proposals import acknowledgement_payload
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def acknowledge(enquiry):
+    with transaction.atomic():
+        op, _ = propose(
+            enquiry,
+            "notify.send",
+            acknowledgement_payload(enquiry),
+            revision=1,
+            detail=notices.ACKNOWLEDGEMENT,
+            actor=LEDGER,
+            approve=True,
+        )
+    return op
+
+
+def settled(op_id, *states):
+    def check():
+        op = Operation.objects.get(pk=op_id)
+        return op if op.state in states else None
+
+    return check
+
+
+def parsed(mail, record):
+    return email.message_from_bytes(mail.read(record), policy=email.policy.default)
+
+
+def test_accepted_message_is_confirmed_with_the_relays_queue_id(
+    email_integration, mail, make_enquiry, run_queue
+):
+    enquiry = make_enquiry(email="resident@example.org")
+    op = acknowledge(enquiry)
+    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+
+    op.refresh_from_db()
+    message_id = notices.message_id(op.idempotency_key)
+    assert op.state == Op.CONFIRMED
+    assert mail.stats()["received"] == 1
+    assert mail.count(message_id) == 1
+    [record] = mail.messages()
+    assert op.result["message_id"] == message_id
+    assert op.result["relay_queue_id"] and op.external_id == op.result["relay_queue_id"]
+    assert record["to"] == ["resident@example.org"]
+    message = parsed(mail, record)
+    assert message["Message-ID"] == message_id
+    text = message.get_body(("plain",)).get_content()
+    html = message.get_body(("html",)).get_content()
+    assert enquiry.reference in text and enquiry.reference in html
+    # Receipt is not review: it never says someone has looked at it.
+    assert "Nobody has read it yet" in text
+    assert "reviewed" not in text.lower()
+    [attempt] = Attempt.objects.filter(operation=op)
+    assert attempt.outcome == "success" and attempt.response_status == 250
+    assert attempt.request_summary["message_id"] == message_id
+
+
+def test_421_is_transient_and_the_retry_sends_one_message(
+    email_integration, mail, make_enquiry, run_queue
+):
+    mail.fault("421")
+    op = acknowledge(make_enquiry())
+    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+
+    op.refresh_from_db()
+    assert op.state == Op.CONFIRMED
+    outcomes = list(Attempt.objects.filter(operation=op).values_list("outcome", flat=True))
+    assert outcomes == ["transient", "success"]
+    assert Attempt.objects.get(operation=op, number=1).response_status == 421
+    assert mail.stats()["received"] == 1
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1
+
+
+def test_550_for_the_recipient_is_invalid_with_the_relays_words(
+    email_integration, mail, make_enquiry, run_queue
+):
+    mail.fault("550", recipient="nobody@example.org")
+    op = acknowledge(make_enquiry(email="nobody@example.org"))
+    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+
+    op.refresh_from_db()
+    assert op.state == Op.FAILED
+    assert op.attention == "invalid"
+    assert op.last_error_status == 550
+    assert "User unknown" in op.last_error_message
+    assert Attempt.objects.filter(operation=op).count() == 1  # never retried
+    assert mail.stats()["received"] == 0
+
+
+@pytest.mark.parametrize("fault", [{"mode": "drop_after_data"}, {"mode": "late", "delay": 3}])
+def test_no_reply_after_the_final_dot_is_unknown_and_waits_for_a_person(
+    fault, email_integration, mail, make_enquiry, run_queue
+):
+    mode = fault.pop("mode")
+    mail.fault(mode, **fault)
+    op = acknowledge(make_enquiry())
+    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+    run_queue()  # whatever else was queued runs: nothing may send it again
+
+    op.refresh_from_db()
+    message_id = notices.message_id(op.idempotency_key)
+    assert op.state == Op.UNKNOWN
+    assert op.attention == "smtp_no_reply"
+    assert op.owner == email_integration.owner  # a person, named
+    assert op.next_attempt_at is None
+    assert Attempt.objects.filter(operation=op).count() == 1  # no look-up, no resend
+    assert mail.stats()["received"] == 1
+    assert mail.count(message_id) == 1
+
+
+def test_a_persons_retry_after_no_reply_sends_the_same_message_id(
+    email_integration, mail, make_enquiry, make_user, run_queue
+):
+    mail.fault("drop_after_data")
+    op = acknowledge(make_enquiry())
+    run_queue(until=settled(op.pk, Op.UNKNOWN))
+    admin = make_user("admin")
+    retry_operation(op.pk, actor=admin, reason="relay log has no trace of it")
+    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED))
+
+    op.refresh_from_db()
+    message_id = notices.message_id(op.idempotency_key)
+    assert op.state == Op.CONFIRMED
+    # Both copies carry one Message-ID: a reader's mail program can tell the repeat.
+    assert mail.stats()["by_message_id"] == {message_id: 2}
+
+
+def test_refused_connection_is_retried_within_the_budget_then_failed(
+    email_integration, mail, make_enquiry, run_queue
+):
+    mail.fault("refuse")
+    op = acknowledge(make_enquiry())
+    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+
+    op.refresh_from_db()
+    assert op.state == Op.FAILED
+    assert op.attention == "retry_budget_exhausted"
+    assert op.owner == email_integration.owner
+    assert Attempt.objects.filter(operation=op, outcome="transient").count() == 3
+    mail.clear_faults()
+    assert mail.stats()["received"] == 0
+
+
+def test_needs_information_sends_what_the_reviewer_asked_for(
+    email_integration, mail, make_enquiry, reviewer, run_queue
+):
+    enquiry = make_enquiry(email="resident@example.org")
+    request_information(
+        enquiry.pk, actor=reviewer, reason="Which street is the bin on, and since when?"
+    )
+    op = Operation.objects.get(enquiry=enquiry, action="notify.send")
+    assert op.payload["template"] == notices.NEEDS_INFORMATION
+    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+
+    op.refresh_from_db()
+    assert op.state == Op.CONFIRMED
+    [record] = mail.messages()
+    message = parsed(mail, record)
+    assert message["Message-ID"] == notices.message_id(op.idempotency_key)
+    assert "more information" in message["Subject"]
+    text = message.get_body(("plain",)).get_content()
+    assert "Which street is the bin on, and since when?" in text
+    assert enquiry.reference in text
+    enquiry.refresh_from_db()
+    assert enquiry.state == "needs_information"
+
+
+def test_each_request_for_information_is_its_own_message(
+    email_integration, mail, make_enquiry, reviewer, run_queue
+):
+    from intake.services import information_received
+
+    enquiry = make_enquiry()
+    request_information(enquiry.pk, actor=reviewer, reason="The street, please.")
+    information_received(enquiry.pk, actor=reviewer, reason="phoned in")
+    request_information(enquiry.pk, actor=reviewer, reason="And the house number.")
+    ops = list(Operation.objects.filter(enquiry=enquiry, action="notify.send"))
+    assert len(ops) == 2
+    run_queue(until=lambda: all(settled(o.pk, Op.CONFIRMED)() for o in ops))
+    assert mail.stats()["received"] == 2
+    assert len(mail.stats()["by_message_id"]) == 2
+
+
+def test_a_failed_message_leaves_the_crm_write_alone(
+    email_integration, mail, approved_enquiry, sandbox, run_queue
+):
+    from tests.ledger.conftest import crm_records
+
+    mail.fault("550")
+    enquiry, crm = approved_enquiry()
+    note = acknowledge(enquiry)
+    run_queue(until=lambda: settled(crm.pk, Op.CONFIRMED)() and settled(note.pk, Op.FAILED)())
+    enquiry.refresh_from_db()
+    assert enquiry.state == "confirmed"
+    assert crm_records(sandbox, enquiry.reference) == 1
+    assert mail.stats()["received"] == 0
+
+
+def test_check_says_ready_or_what_is_wrong(email_integration, mail, make_user):
+    from ledger.services import check_integration
+
+    admin = make_user("admin")
+    assert check_integration("notify", actor=admin) == []
+    mail.fault("refuse")
+    [problem] = check_integration("notify", actor=admin)
+    assert "Connection refused" in problem and str(mail.port) in problem

@@ -1,0 +1,178 @@
+"""Operators are told (recovery.notices): what needs a person reaches their inbox at a real SMTP
+relay, batched, through the ledger; counted at the relay AND in the database."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from ledger import notices as ledger_notices
+from ledger.models import Integration, Op, Operation
+from ledger.services import reassign_operation
+from recovery import notices
+from recovery.models import NoticePreference, OperatorNotice
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def digests(user=None):
+    ops = Operation.objects.filter(enquiry__isnull=True, action="notify.send")
+    if user is not None:
+        ops = ops.filter(idempotency_key__startswith=f"operator:{user.pk}:")
+    return ops
+
+
+def settled(op):
+    op.refresh_from_db()
+    return op.state in (Op.CONFIRMED, Op.FAILED, Op.UNKNOWN)
+
+
+@pytest.fixture
+def crm_owner(make_user, integrations):
+    owner = make_user("coordinator", username="crm-owner", email="crm-owner@example.org")
+    Integration.objects.filter(name=Integration.CRM).update(owner=owner)
+    return owner
+
+
+def failed_crm_write(sandbox, approved_enquiry, run_queue):
+    sandbox.fault("crm.create", "error_503", count=20)
+    _enquiry, op = approved_enquiry()
+    run_queue(until=lambda: Operation.objects.get(pk=op.pk).state == Op.FAILED)
+    return Operation.objects.get(pk=op.pk)
+
+
+def test_a_failed_crm_write_reaches_its_owners_inbox_within_the_interval(
+    email_integration, mail, sandbox, crm_owner, approved_enquiry, run_queue
+):
+    failed = failed_crm_write(sandbox, approved_enquiry, run_queue)
+    assert failed.owner == crm_owner
+    now = timezone.now()
+
+    notices.run(now)  # the schedule's next minute
+    [digest] = digests(crm_owner)
+    run_queue(until=lambda: settled(digest))
+
+    assert digest.state == Op.CONFIRMED
+    assert digest.enquiry is None
+    message_id = ledger_notices.message_id(digest.idempotency_key)
+    assert mail.stats()["by_message_id"] == {message_id: 1}
+    [record] = mail.messages()
+    assert record["to"] == ["crm-owner@example.org"]
+    message = email.message_from_bytes(mail.read(record), policy=email.policy.default)
+    text = message.get_body(("plain",)).get_content()
+    link = f"{settings.CONSOLE_URL.rstrip('/')}/console/operations/{failed.pk}/"
+    assert link in text
+    assert failed.enquiry.reference in text
+    assert digest.created_at - now < timedelta(minutes=settings.OPERATOR_NOTICE_MINUTES)
+
+    # Nothing new: nothing more is sent, however often the schedule runs.
+    notices.run(now + timedelta(seconds=60))
+    notices.run(now + timedelta(minutes=settings.OPERATOR_NOTICE_MINUTES + 1))
+    assert digests(crm_owner).count() == 1
+    assert mail.stats()["received"] == 1
+
+
+def test_at_most_one_message_per_person_per_interval(
+    email_integration, mail, make_user, make_enquiry, integrations, run_queue
+):
+    from tests.ledger.factories import make_operation
+
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    crm = Integration.objects.get(name=Integration.CRM)
+    first = make_operation(make_enquiry(), "failed", integration=crm)
+    second = make_operation(make_enquiry(), "failed", integration=crm)
+    now = timezone.now()
+    reassign_operation(first.pk, actor=admin, reason="yours", owner=casey)
+    reassign_operation(second.pk, actor=admin, reason="and this", owner=casey)
+    notices.run(now)
+    [digest] = digests(casey)
+    assert digest.payload["count"] == 2  # both in one message
+
+    third = make_operation(make_enquiry(), "unknown", integration=crm)
+    reassign_operation(third.pk, actor=admin, reason="one more", owner=casey)
+    notices.run(now + timedelta(minutes=1))
+    assert digests(casey).count() == 1  # waits for the next interval
+    notices.run(now + timedelta(minutes=settings.OPERATOR_NOTICE_MINUTES, seconds=1))
+    assert digests(casey).count() == 2
+    run_queue(until=lambda: all(settled(d) for d in digests(casey)))
+    assert mail.stats()["received"] == 2
+    assert len(mail.stats()["by_message_id"]) == 2
+
+
+def test_taking_an_item_yourself_is_no_news(
+    email_integration, mail, make_user, make_enquiry, integrations
+):
+    from tests.ledger.factories import make_operation
+
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    op = make_operation(make_enquiry(), "failed", integration=Integration.objects.get(name="crm"))
+    reassign_operation(op.pk, actor=casey, reason="taking it", owner=casey)
+    notices.run()
+    assert not OperatorNotice.objects.filter(user=casey).exists()
+    assert not digests(casey).exists()
+
+
+def test_a_person_who_turned_messages_off_gets_none(
+    email_integration, mail, make_user, make_enquiry, integrations, run_queue
+):
+    from tests.ledger.factories import make_operation
+
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    NoticePreference.objects.create(user=casey, enabled=False)
+    op = make_operation(make_enquiry(), "failed", integration=Integration.objects.get(name="crm"))
+    reassign_operation(op.pk, actor=admin, reason="yours", owner=casey)
+    notices.run()
+    assert OperatorNotice.objects.filter(user=casey).count() == 1  # recorded, shown on /me/
+    assert not digests(casey).exists()
+    assert mail.stats()["received"] == 0
+
+
+def test_a_message_to_an_operator_that_fails_is_in_the_queue(
+    email_integration, mail, make_user, make_enquiry, integrations, run_queue, client
+):
+    from recovery.queue import all_rows
+    from tests.ledger.factories import make_operation
+
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    op = make_operation(make_enquiry(), "failed", integration=Integration.objects.get(name="crm"))
+    reassign_operation(op.pk, actor=admin, reason="yours", owner=casey)
+    mail.fault("550", recipient="casey@example.org", count=5)
+    notices.run()
+    [digest] = digests(casey)
+    run_queue(until=lambda: settled(digest))
+    assert digest.state == Op.FAILED and digest.attention == "invalid"
+    assert mail.stats()["received"] == 0
+    rows = [r for r in all_rows() if str(r["q_key"]) == str(digest.pk)]
+    assert [r["q_queue"] for r in rows] == ["failed"]
+    client.force_login(admin)
+    page = client.get(f"/console/operations/{digest.pk}/")
+    assert page.status_code == 200
+    assert "User unknown" in page.content.decode()
+    assert client.get("/console/").status_code == 200  # the queue shows it without an enquiry
+    # A failed message to an operator is not itself news to e-mail about (no loop).
+    notices.run(timezone.now() + timedelta(hours=1))
+    assert digests(casey).count() == 1
+
+
+def test_credentials_refused_tells_the_integrations_owner(
+    email_integration, mail, sandbox, crm_owner, approved_enquiry, run_queue
+):
+    sandbox.fault("crm.create", "error_401", count=5)
+    _enquiry, op = approved_enquiry()
+    run_queue(until=lambda: Operation.objects.get(pk=op.pk).state == Op.FAILED)
+    notices.run()
+    kinds = set(OperatorNotice.objects.filter(user=crm_owner).values_list("kind", flat=True))
+    assert OperatorNotice.CREDENTIALS in kinds
+    [digest] = digests(crm_owner)
+    run_queue(until=lambda: settled(digest))
+    assert mail.stats()["received"] == 1
+    text = mail.read(mail.messages()[0]).decode()
+    assert "Refused Handover's credentials" in text
