@@ -298,6 +298,7 @@ RUNBOOKS = {
     "credentials-refused": "Credentials refused (401/403)",
     "notification-failed": "The customer's acknowledgement failed",
     "document-access": "A document cannot be read",
+    "appointments-stale": "Appointment slots stale or unreadable",
     "needs-information": "Waiting for the customer's information",
     "unresolved-classification": "Classification unresolved",
     "receipt-pending": "Receipts not taken up by a worker",
@@ -317,6 +318,8 @@ def runbook_for_operation(op) -> str | None:
             return "throttled"  # asked to wait, not failed (ledger.limits)
         return None
     kind = _failure_kind(op)
+    if op.action == "appointments.read":
+        return "appointments-stale"
     if op.attention == "access_denied" or op.action == "documents.extract":
         return "document-access"
     if op.action == "notify.send" and op.state == Op.FAILED:
