@@ -3,11 +3,12 @@
 Per integration (prefix CRM, NOTIFY, DOCS, APPOINTMENTS; see .env.example):
 ``<P>_KIND`` (the API its destination speaks: ``handover``, default; ``bottlecrm`` for the
 CRM; ``caldav`` for appointments), ``<P>_BASE_URL``, ``<P>_TOKEN`` (default
-INTEGRATION_TOKEN), ``<P>_TIMEOUT_SECONDS`` (default CONNECTOR_TIMEOUT_SECONDS), ``<P>_RETRY_BUDGET``, ``<P>_BACKOFF_SECONDS``, ``<P>_LOOKUP`` and
-``<P>_IDEMPOTENCY_KEY`` (capabilities, defaulting to what the kind declares),
-``<P>_SETTLE_DELAY_SECONDS`` (default: the kind's minimum), ``<P>_MAX_AGE_SECONDS`` (how
-old a read may be: 300), ``<P>_OWNER`` (a username) and ``<P>_PAUSED``. After the first
-seeding the row is the truth: an admin's edits are never overwritten by a restart.
+INTEGRATION_TOKEN), ``<P>_TIMEOUT_SECONDS`` (default CONNECTOR_TIMEOUT_SECONDS),
+``<P>_RETRY_BUDGET``, ``<P>_BACKOFF_SECONDS``, ``<P>_LOOKUP`` and ``<P>_IDEMPOTENCY_KEY``
+(capabilities, defaulting to what the kind declares), ``<P>_SETTLE_DELAY_SECONDS`` (default:
+the kind's minimum), ``<P>_MAX_AGE_SECONDS`` (how old a read may be: 300), ``<P>_OWNER`` (a
+username) and ``<P>_PAUSED``. After the first seeding the row is the truth: an admin's edits
+are never overwritten by a restart.
 """
 
 from django.conf import settings
