@@ -23,6 +23,7 @@ pays only Python's imports (docs/sandbox.md, "A real CalDAV server").
 from __future__ import annotations
 
 import argparse
+import re
 import secrets
 import shutil
 import sys
@@ -190,13 +191,22 @@ class Radicale(Child):
         )
         return uid
 
+    def uids(self) -> list[str]:
+        """The calendar's events, by UID, from the server's own listing (PROPFIND, depth 1)."""
+        response = self._call("PROPFIND", self.calendar_url, headers={"Depth": "1"})
+        return re.findall(rf"{re.escape(self.calendar)}/([^/<]+)\.ics<", response.text)
+
+    def clear(self) -> None:
+        """Remove every event (the calendar stays)."""
+        for uid in self.uids():
+            self.remove(uid)
+
     def remove(self, uid: str) -> None:
         self._call("DELETE", f"{self.calendar_url}{uid}.ics")
 
     def event_count(self) -> int:
         """Events the server holds in the calendar: its own listing (PROPFIND, depth 1)."""
-        response = self._call("PROPFIND", self.calendar_url, headers={"Depth": "1"})
-        return response.text.count(".ics</")
+        return len(self.uids())
 
     def ctag(self) -> str:
         body = (
