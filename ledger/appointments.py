@@ -94,9 +94,9 @@ def from_text(pairs) -> list[tuple[datetime, datetime]]:
 def age_seconds(result: dict, now: datetime) -> float | None:
     try:
         as_of = datetime.fromisoformat(str(result.get("as_of")))
-    except ValueError:
+        return max(0.0, (now - as_of).total_seconds())
+    except (TypeError, ValueError):  # no time, or one without a zone: no age can be told
         return None
-    return max(0.0, (now - as_of).total_seconds())
 
 
 def is_fresh(result: dict, max_age_seconds: float, now: datetime) -> bool:
