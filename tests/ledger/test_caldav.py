@@ -186,3 +186,16 @@ def test_check_says_what_is_wrong_in_plain_words(radicale, point_appointments):
     row.base_url = radicale.url + "/handover/no-such-calendar/"
     assert kind.check(row)  # 404: says so, never "ready"
     assert Integration.objects.get(name="appointments").base_url == radicale.calendar_url
+
+
+def test_a_recurring_event_takes_each_of_its_occurrences(
+    radicale, row, visit_enquiry, reviewer, run_queue
+):
+    days = appointments.working_days(timezone.now(), 3)
+    radicale.add_busy(local(days[1], 13), local(days[1], 14), RRULE="FREQ=DAILY;COUNT=2")
+    op = read_now(visit_enquiry(), reviewer, run_queue)
+    expected = [(local(days[1], 13), local(days[1], 14))]
+    second = days[1] + timedelta(days=1)
+    expected.append((local(second, 13), local(second, 14)))
+    assert appointments.from_text(op.result["busy"]) == expected
+    assert radicale.event_count() == 1  # one event at the server, two busy hours
