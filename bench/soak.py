@@ -24,6 +24,13 @@ and cases are counted AT BottleCRM through the kind's own look-up by reference, 
 in BottleCRM's org (``cases_without_soak_reference``: a case Handover made without its
 reference would be invisible to every look-up). Notifications stay on the sandbox.
 
+``--appointments caldav``: before approving each enquiry the reviewer asks for appointment
+slots (``ledger.services.request_slots``), read by the workers from a real Radicale
+(``harness/radicale.py``) behind a second fault proxy, which arms read faults at about
+``fault-rate`` of the calendar's requests. Counted: every read confirmed, or failed and owned
+in the queue (``appointment_reads``); none stuck out of sight; the calendar holds exactly the
+events it was seeded with (reads never write).
+
 Isolation: by default the soak runs its OWN PostgreSQL (pgserver, a throwaway data directory
 under var/soak/), so restarting it never touches anybody else's connections; with
 ``--database-url`` it uses that server (a fresh ``handover_soak_<pid>`` database) and restarts
@@ -76,6 +83,9 @@ class Soak(Traffic, Chaos, Accounting):
         self.fault_errors: list[str] = []
         self.bottlecrm = None
         self.crm = None  # harness.drill.realcrm.ProxiedCrm when the CRM is real
+        self.calendar = None  # harness.drill.calendar.DrillCalendar with --appointments caldav
+        self.calendar_events = 0
+        self.slots_asked = 0
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -148,6 +158,8 @@ class Soak(Traffic, Chaos, Accounting):
         )
         if real_crm:
             self.setup_bottlecrm()
+        if args.appointments == "caldav":
+            self.setup_calendar()
         self.secret = new_secret()
         self.env = child_environment(INTAKE_SECRETS=json.dumps({SOURCE: [self.secret]}))
         self.web = WebServer(self.dir / "web.log", self.env, workers=2, threads=4).start()
@@ -185,10 +197,27 @@ class Soak(Traffic, Chaos, Accounting):
             raise RuntimeError("BottleCRM is not ready: " + " ".join(problems))
         log(f"BottleCRM {self.bottlecrm.url} behind the fault proxy {self.crm.url}")
 
+    def setup_calendar(self):
+        """A Radicale for the run, seeded with busy time, behind the fault proxy; the
+        appointments row (kind caldav) points at the proxy."""
+        from harness.drill.calendar import DrillCalendar
+        from ledger.models import Integration
+
+        self.calendar = DrillCalendar(self.dir)
+        self.calendar.start()
+        self.calendar.point(
+            {"timeout_seconds": 1.0, "retry_budget": 3, "backoff_seconds": 0.2, "paused": False}
+        )
+        Integration.objects.filter(name=Integration.APPOINTMENTS).update(owner=self.owner)
+        self.calendar_events = self.calendar.records()
+        log(f"Radicale {self.calendar.server.url} behind the fault proxy {self.calendar.proxy.url}")
+
     def teardown(self):
         for child in (getattr(self, "cluster", None), getattr(self, "web", None)):
             if child is not None:
                 child.stop()
+        if self.calendar is not None:
+            self.calendar.close()
         if self.crm is not None:
             self.crm.proxy.stop()
         if self.bottlecrm is not None:
@@ -257,6 +286,13 @@ def main(argv=None):
         choices=("sandbox", "bottlecrm"),
         default="sandbox",
         help="the CRM: the sandbox, or a real BottleCRM behind the fault proxy",
+    )
+    parser.add_argument(
+        "--appointments",
+        choices=("none", "caldav"),
+        default="none",
+        help="caldav: the reviewer asks for appointment slots before each approval, read from a "
+        "real Radicale behind the fault proxy (faults and kills meet the reads too)",
     )
     parser.add_argument(
         "--database-url",

@@ -30,6 +30,17 @@ CRM_PROXY_MODES = (
     "latency",
 )
 CRM_PROXY_DELAY_MS = {"late": 3000, "latency": 300}
+# The calendar's requests (--appointments caldav), through its own fault proxy: a read's faults.
+CALENDAR_TARGETS = ("appointments.version", "appointments.events")
+CALENDAR_MODES = (
+    "hold",
+    "drop_after_forward",
+    "error_503",
+    "error_403",
+    "reset_before_commit",
+    "latency",
+)
+CALENDAR_DELAY_MS = {"hold": 3000, "latency": 300}
 
 
 class Chaos:
@@ -55,10 +66,22 @@ class Chaos:
                     sum(counters["faulted"].values()),
                     sum(1 for f in proxied["faults_pending"] if f["target"] == target),
                 )
+        if self.calendar is not None:
+            proxied = self.calendar.proxy.stats()
+            for target in CALENDAR_TARGETS:
+                counters = proxied["targets"][target]
+                view[target] = (
+                    counters["seen"],
+                    sum(counters["faulted"].values()),
+                    sum(1 for f in proxied["faults_pending"] if f["target"] == target),
+                )
         return view
 
     def arm(self, target: str):
-        if self.crm is not None and target.startswith("crm."):
+        if target in CALENDAR_TARGETS:
+            mode = self.rng.choice(CALENDAR_MODES)
+            self.calendar.proxy.fault(target, mode, count=1, delay_ms=CALENDAR_DELAY_MS.get(mode))
+        elif self.crm is not None and target.startswith("crm."):
             mode = self.rng.choice(CRM_PROXY_MODES)
             self.crm.proxy.fault(target, mode, count=1, delay_ms=CRM_PROXY_DELAY_MS.get(mode))
         else:
@@ -89,6 +112,9 @@ class Chaos:
         self.sandbox.clear_faults()
         if self.crm is not None:
             self.crm.proxy.clear_faults()
+        if self.calendar is not None:
+            self.calendar.proxy.clear_faults()
+            self.calendar.proxy.release()
 
     def kill_loop(self):
         every = self.args.kill_every

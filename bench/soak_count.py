@@ -40,6 +40,28 @@ class Accounting:
             time.sleep(0.5)
         return False
 
+    def count_reads(self, owned, invisible) -> dict:
+        """Every appointment read confirmed (with an as-of), or failed and owned in the queue;
+        the calendar holding exactly its seeded events (a read never writes)."""
+        from ledger.models import Op, Operation
+
+        reads = Operation.objects.filter(enquiry__source=SOURCE, action="appointments.read")
+        states = {}
+        for op in reads.select_related("enquiry"):
+            states[op.state] = states.get(op.state, 0) + 1
+            if op.state == Op.CONFIRMED and not op.result.get("as_of"):
+                invisible.append(f"{op.enquiry.reference}: a read confirmed without an as-of")
+            elif op.state in (Op.FAILED, Op.UNKNOWN) and not owned("operation", op.pk):
+                invisible.append(f"{op.enquiry.reference}: read {op.state} with no owner")
+        held = self.calendar.records()
+        if held != self.calendar_events:
+            invisible.append(f"the calendar holds {held} events, seeded {self.calendar_events}")
+        return {
+            "appointment_reads": {"asked": self.slots_asked, **states},
+            "calendar_events": {"seeded": self.calendar_events, "held": held},
+            "calendar_proxy": self.calendar.proxy.stats()["targets"],
+        }
+
     def count(self, seconds: float, quiet: bool) -> dict:
         from intake.models import Enquiry, IntakeEvent
         from ledger.models import Op, Operation
@@ -113,6 +135,8 @@ class Accounting:
         invisible += [
             f"{ref}: never reached approval" for ref in not_approved if ref not in pending
         ]
+        if self.calendar is not None:
+            extra.update(self.count_reads(owned, invisible))
         duplicates = sum(n - 1 for ref, n in by_reference.items() if ref in soak_refs and n > 1)
         records = sum(n for ref, n in by_reference.items() if ref in soak_refs)
         if extra.get("cases_without_soak_reference"):

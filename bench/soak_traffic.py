@@ -102,7 +102,7 @@ class Traffic:
 
     def approve_loop(self):
         from intake.models import Enquiry, EnquiryState
-        from ledger.services import ActionRefused, approve_revision
+        from ledger.services import ActionRefused, approve_revision, request_slots
 
         try:
             while True:
@@ -115,6 +115,14 @@ class Traffic:
                     )
                 )
                 for pk in ready:
+                    if self.calendar is not None:
+                        # The reviewer looks at the slots first: a read for a worker.
+                        db_retry(
+                            lambda pk=pk: request_slots(
+                                pk, actor=self.reviewer, reason="soak: slots for review"
+                            )
+                        )
+                        self.slots_asked += 1
                     try:
                         db_retry(
                             lambda pk=pk: approve_revision(

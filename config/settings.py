@@ -257,6 +257,17 @@ ANYMAIL = {
 }
 if ANYMAIL["WEBHOOK_SECRET"] and ":" not in ANYMAIL["WEBHOOK_SECRET"]:
     raise ImproperlyConfigured("DELIVERY_WEBHOOK_SECRET must be user:password")
+# Appointment slots (ledger.appointments): opening hours in TIME_ZONE on working days, the
+# length of one visit, and how many working days from today a read covers.
+APPOINTMENTS_OPEN_HOUR = env_int("APPOINTMENTS_OPEN_HOUR", 9, minimum=0)
+APPOINTMENTS_CLOSE_HOUR = env_int("APPOINTMENTS_CLOSE_HOUR", 17, minimum=1)
+APPOINTMENTS_SLOT_MINUTES = env_int("APPOINTMENTS_SLOT_MINUTES", 60, minimum=5)
+APPOINTMENTS_DAYS = env_int("APPOINTMENTS_DAYS", 5, minimum=1)
+if not APPOINTMENTS_OPEN_HOUR < APPOINTMENTS_CLOSE_HOUR <= 24 or APPOINTMENTS_DAYS > 60:
+    raise ImproperlyConfigured(
+        "APPOINTMENTS_OPEN_HOUR must be before APPOINTMENTS_CLOSE_HOUR (at most 24), and "
+        "APPOINTMENTS_DAYS at most 60"
+    )
 CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum=0.1)
 # Per-integration limits (ledger.limits; the limits themselves are on each integration's row).
 # A turn this close is waited for in the worker; a later one puts the operation back on the

@@ -21,7 +21,14 @@ class Category(models.Model):
     active = models.BooleanField(default=True)
     # The deterministic keyword suggester's configuration: one keyword or phrase per line.
     keywords = models.TextField(blank=True, help_text="One keyword or phrase per line.")
-    books_appointments = models.BooleanField(default=False)
+    # An admin marks the categories whose enquiries need a visit: their review page shows the
+    # next free appointment slots (ledger.services.appointments).
+    books_appointments = models.BooleanField(
+        "needs a visit",
+        default=False,
+        help_text="Enquiries in this category need a visit: the review page shows the next "
+        "free appointment slots from the appointments calendar.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -39,6 +39,7 @@ class IntegrationAdmin(admin.ModelAdmin):
                     "supports_lookup",
                     "supports_idempotency_key",
                     "settle_delay_seconds",
+                    "max_age_seconds",
                 )
             },
         ),

@@ -7,6 +7,8 @@ document), always inside the engine's transaction, with the enquiry row already 
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from intake.models import Document, EnquiryState, Suggestion
 from ledger import journal
 from ledger.connectors.base import CallResult
@@ -26,6 +28,11 @@ def already_done(operation) -> CallResult | None:
             return CallResult(
                 None, str(stored.pk), "", {"label": stored.label, "already_stored": True}
             )
+    if operation.action == "appointments.read":
+        fresh = _fresh_read(operation)
+        if fresh is not None:
+            # Still fresh: its answer, with its own "as of", rather than another call.
+            return CallResult(None, "", "", {**fresh.result, "reused_from": str(fresh.pk)})
     if operation.action == "documents.extract":
         document = _document(operation)
         if document is not None and document.corrected_by_id is not None:
@@ -52,6 +59,20 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
             reason=operation.payload.get("reason", ""),
             evidence={"operation": str(operation.pk), "external_id": result.external_id},
         )
+    elif action == "appointments.read":
+        # A read that failed before this one is answered by it: out of the queue.
+        for earlier in operation.__class__.objects.filter(
+            enquiry_id=operation.enquiry_id,
+            action="appointments.read",
+            state="failed",
+            created_at__lte=operation.created_at,
+        ).exclude(pk=operation.pk):
+            earlier.cancel(
+                actor=actor,
+                reason="answered by a later read",
+                evidence={"later_read": str(operation.pk)},
+            )
+            earlier.save()
     elif action == "suggest.category":
         _ready_for_review(enquiry, actor, f"suggestion: {result.result.get('label', '?')}")
     elif action == "documents.extract":
@@ -111,6 +132,28 @@ def extracted_fields(content) -> dict:
         source = content.get("fields") if isinstance(content.get("fields"), dict) else content
         return {str(k): v for k, v in source.items() if isinstance(v, str | int | float | bool)}
     return {}
+
+
+def _fresh_read(operation):
+    from ledger import appointments
+
+    integration = operation.integration
+    if integration is None:
+        return None
+    latest = (
+        operation.__class__.objects.filter(
+            enquiry_id=operation.enquiry_id, action="appointments.read", state="confirmed"
+        )
+        .exclude(pk=operation.pk)
+        .order_by("-created_at")
+        .first()
+    )
+    now = timezone.now()
+    if latest is not None and appointments.is_fresh(
+        latest.result, integration.max_age_seconds, now
+    ):
+        return latest
+    return None
 
 
 def _document(operation):

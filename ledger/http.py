@@ -81,6 +81,8 @@ class HttpResult:
     body: Any  # parsed JSON, or the text
     text: str
     headers: dict[str, str] = field(default_factory=dict)
+    # The body as sent (an XML multistatus is parsed from bytes, as its encoding declares).
+    content: bytes = field(default=b"", repr=False)
 
     def summary(self) -> str:
         return self.text[:BODY_LIMIT]
@@ -94,15 +96,23 @@ def send(
     json_body: Any = None,
     params: dict | None = None,
     headers: dict | None = None,
+    data: bytes | str | None = None,
 ) -> HttpResult:
-    """One HTTP call. Returns a 2xx result or raises ConnectorError; nothing else escapes."""
+    """One HTTP call. Returns a 2xx result or raises ConnectorError; nothing else escapes.
+    ``data``: a body sent as it is (a WebDAV/CalDAV XML query), instead of ``json_body``."""
     if not timeout or timeout <= 0:
         raise ValueError("every external call needs a timeout")
     # The failpoint "during_call" kills the process while the request is in flight.
     guard = failpoints.arm_during_call()
     try:
         response = _session().request(
-            method, url, json=json_body, params=params, headers=headers, timeout=timeout
+            method,
+            url,
+            json=json_body,
+            data=data,
+            params=params,
+            headers=headers,
+            timeout=timeout,
         )
     except rx.ConnectTimeout as exc:
         raise ConnectorError(ErrorKind.TRANSIENT, f"connect timeout: {exc}") from exc
@@ -121,7 +131,9 @@ def send(
         body = response.json() if text else None
     except ValueError:
         body = text
-    result = HttpResult(response.status_code, body, text, dict(response.headers))
+    result = HttpResult(
+        response.status_code, body, text, dict(response.headers), content=response.content
+    )
     if 200 <= response.status_code < 300:
         return result
     raise status_error(result)

@@ -1,16 +1,17 @@
 """Integration rows, seeded from the environment the first time they are needed.
 
 Per integration (prefix CRM, NOTIFY, DOCS, APPOINTMENTS; see .env.example):
-``<P>_KIND`` (the API its destination speaks: ``handover``, default, or ``bottlecrm`` for the
-CRM), ``<P>_BASE_URL``, ``<P>_TOKEN`` (default INTEGRATION_TOKEN), ``<P>_TIMEOUT_SECONDS`` (default
-CONNECTOR_TIMEOUT_SECONDS), ``<P>_RETRY_BUDGET``, ``<P>_BACKOFF_SECONDS``, ``<P>_LOOKUP`` and
-``<P>_IDEMPOTENCY_KEY`` (capabilities, defaulting to what the kind declares),
-``<P>_SETTLE_DELAY_SECONDS`` (default: the kind's minimum), ``<P>_OWNER`` (a username) and
-``<P>_PAUSED``. ``NOTIFY_KIND=smtp`` takes the relay from Django's e-mail settings instead:
-``EMAIL_HOST``, ``EMAIL_PORT``, ``EMAIL_USE_TLS``/``EMAIL_USE_SSL`` and ``EMAIL_HOST_USER`` make
-the address (``smtp+starttls://user@host:587``), ``EMAIL_HOST_PASSWORD`` the token and
-``EMAIL_TIMEOUT`` the timeout. After the first seeding the row is the truth: an admin's edits
-are never overwritten by a restart.
+``<P>_KIND`` (the API its destination speaks: ``handover``, default; ``bottlecrm`` for the
+CRM; ``smtp`` for notifications; ``caldav`` for appointments), ``<P>_BASE_URL``, ``<P>_TOKEN``
+(default INTEGRATION_TOKEN), ``<P>_TIMEOUT_SECONDS`` (default CONNECTOR_TIMEOUT_SECONDS),
+``<P>_RETRY_BUDGET``, ``<P>_BACKOFF_SECONDS``, ``<P>_LOOKUP`` and ``<P>_IDEMPOTENCY_KEY``
+(capabilities, defaulting to what the kind declares), ``<P>_SETTLE_DELAY_SECONDS`` (default:
+the kind's minimum), ``<P>_MAX_AGE_SECONDS`` (how old a read may be: 300), ``<P>_OWNER`` (a
+username) and ``<P>_PAUSED``. ``NOTIFY_KIND=smtp`` takes the relay from Django's e-mail settings
+instead: ``EMAIL_HOST``, ``EMAIL_PORT``, ``EMAIL_USE_TLS``/``EMAIL_USE_SSL`` and
+``EMAIL_HOST_USER`` make the address (``smtp+starttls://user@host:587``), ``EMAIL_HOST_PASSWORD``
+the token and ``EMAIL_TIMEOUT`` the timeout. After the first seeding the row is the truth: an
+admin's edits are never overwritten by a restart.
 """
 
 from django.conf import settings
@@ -20,7 +21,7 @@ from django.db import transaction
 
 from config.env import env_bool, env_float, env_int, env_str
 from ledger.kinds import HANDOVER, KINDS, SMTP
-from ledger.models import Integration
+from ledger.models import MAX_AGE_BOUNDS, Integration
 
 PREFIX = {
     Integration.CRM: "CRM",
@@ -77,6 +78,7 @@ def _defaults(name, p, kind, declared, owner, paused) -> dict:
         "settle_delay_seconds": env_float(
             f"{p}_SETTLE_DELAY_SECONDS", declared.settle_delay_seconds, minimum=0.0
         ),
+        "max_age_seconds": env_float(f"{p}_MAX_AGE_SECONDS", 300.0, minimum=MAX_AGE_BOUNDS[0]),
         # Empty: no limit (ledger.limits); admins change them with the rest of the row.
         "max_requests_per_second": env_float(f"{p}_MAX_REQUESTS_PER_SECOND", None, minimum=0.0),
         "max_in_flight": env_int(f"{p}_MAX_IN_FLIGHT", None, minimum=1),

@@ -30,16 +30,18 @@ from ledger.connectors.bottlecrm import (
     BottleCrmCaseCreate,
     lookup_params,
 )
+from ledger.connectors.caldav import CalDavRead
 from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
 from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
 
-HANDOVER, BOTTLECRM, SMTP = "handover", "bottlecrm", "smtp"
+HANDOVER, BOTTLECRM, SMTP, CALDAV = "handover", "bottlecrm", "smtp", "caldav"
 CHOICES = [
     (HANDOVER, "Handover contract (docs/integrations.md; the sandbox)"),
     (BOTTLECRM, "BottleCRM (cases)"),
     (SMTP, "E-mail through an SMTP relay"),
+    (CALDAV, "CalDAV calendar (appointments)"),
 ]
 # The address schemes an integration row may hold (Integration.base_url); each kind says which
 # of them it speaks (Kind.schemes).
@@ -334,7 +336,62 @@ class SmtpKind(Kind):
         return smtp.check(relay, timeout=integration.timeout_seconds)
 
 
-KINDS: dict[str, Kind] = {kind.key: kind for kind in (HandoverKind(), BottleCrmKind(), SmtpKind())}
+class CalDavKind(Kind):
+    """A CalDAV calendar (RFC 4791: Radicale, Nextcloud, SabreDAV, Exchange's gateways...):
+    the appointments integration's free and busy time. Reads only, so nothing to look up and
+    no idempotency key; the version of a read is the calendar's ctag/sync-token and its
+    events' ETags (docs/connectors.md)."""
+
+    key = CALDAV
+    label = "CalDAV calendar"
+    connectors = {"appointments": {"appointments.read": CalDavRead}}
+    declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
+
+    PROPFIND = (
+        '<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:" '
+        'xmlns:CS="http://calendarserver.org/ns/"><D:prop><D:resourcetype/><CS:getctag/>'
+        "</D:prop></D:propfind>"
+    )
+
+    def validate(self, integration):
+        errors = super().validate(integration)
+        token = integration.token or ""
+        if token and ":" not in token:
+            errors.setdefault("token", said.CALDAV_TOKEN_SHAPE)
+        return errors
+
+    def check_destination(self, integration, connector):
+        from lxml import etree
+
+        reader = CalDavRead(integration)
+        try:
+            response = reader.request(
+                "PROPFIND",
+                url=integration.base_url,
+                data=self.PROPFIND,
+                headers={"Depth": "0", "Content-Type": "application/xml; charset=utf-8"},
+            )
+        except ConnectorError as exc:
+            return [_call_problem(integration, exc, "the calendar's properties (PROPFIND)")]
+        try:
+            tree = etree.fromstring(response.content or response.text.encode())
+        except etree.XMLSyntaxError:
+            return [
+                f"{integration.base_url} answered PROPFIND without WebDAV XML: is it a CalDAV "
+                "server's address?"
+            ]
+        if next(tree.iter("{urn:ietf:params:xml:ns:caldav}calendar"), None) is None:
+            return [
+                f"{integration.base_url} is not a calendar collection. The address must be the "
+                "calendar's own URL (as a calendar app shows it, ending in the calendar's "
+                "name), not the server's root or the account's home."
+            ]
+        return []
+
+
+KINDS: dict[str, Kind] = {
+    kind.key: kind for kind in (HandoverKind(), BottleCrmKind(), SmtpKind(), CalDavKind())
+}
 
 
 def kind_of(integration) -> Kind:

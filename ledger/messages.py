@@ -51,3 +51,10 @@ KIND_CANNOT_SERVE = _(
 SERVES_NOTHING = _("nothing")
 KIND_NEEDS_TOKEN = _("%(kind)s needs an API token.")
 KIND_WRONG_SCHEME = _("%(kind)s takes an address starting %(schemes)s.")
+
+# --- appointments (ledger.models.Integration.clean, ledger.kinds.CalDavKind) ---------------------
+MAX_AGE_OUT_OF_BOUNDS = _("Must be between 10 s and 1 d.")
+CALDAV_TOKEN_SHAPE = _(
+    "A CalDAV token is the calendar account's user name and password as user:password "
+    "(sent as HTTP Basic), or empty for a calendar without log-in."
+)

@@ -72,6 +72,10 @@ class JournalEntry(models.Model):
         raise PermissionError("The journal is append-only.")
 
 
+# A read's maximum age: at least 10 s (every worker can re-read within it), at most a day.
+MAX_AGE_BOUNDS = (10.0, 86400.0)
+
+
 class Integration(models.Model):
     """An external system Handover writes to or reads from, and how carefully."""
 
@@ -110,6 +114,12 @@ class Integration(models.Model):
         default=0.0,
         help_text="How long the destination's search may lag its writes; never less than the "
         "kind's own minimum.",
+    )
+    # How old a read may be before it is read again (appointment slots); reads only.
+    max_age_seconds = models.FloatField(
+        default=300.0,
+        help_text="How old a read (appointment slots) may be before it is read again; older "
+        "is shown as stale.",
     )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -160,6 +170,7 @@ class Integration(models.Model):
         "supports_lookup",
         "supports_idempotency_key",
         "settle_delay_seconds",
+        "max_age_seconds",
         "max_requests_per_second",
         "max_in_flight",
     )
@@ -190,6 +201,10 @@ class Integration(models.Model):
             errors["timeout_seconds"] = said.TIMEOUT_NOT_UNDER_CLUSTER % {
                 "timeout": cluster_timeout
             }
+        if self.max_age_seconds is not None and not (
+            MAX_AGE_BOUNDS[0] <= self.max_age_seconds <= MAX_AGE_BOUNDS[1]
+        ):
+            errors["max_age_seconds"] = said.MAX_AGE_OUT_OF_BOUNDS
         if cluster_timeout is not None and retry is not None and cluster_timeout >= retry:
             errors["__all__"] = said.CLUSTER_TIMEOUT_NOT_UNDER_RETRY % {
                 "timeout": cluster_timeout,

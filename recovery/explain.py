@@ -317,6 +317,7 @@ RUNBOOKS = {
     "notification-failed": "A message to a resident or an operator failed",
     "email-no-reply": "An e-mail went out and the relay never replied",
     "document-access": "A document cannot be read",
+    "appointments-stale": "Appointment slots stale or unreadable",
     "needs-information": "Waiting for the customer's information",
     "unresolved-classification": "Classification unresolved",
     "receipt-pending": "Receipts not taken up by a worker",
@@ -336,6 +337,8 @@ def runbook_for_operation(op) -> str | None:
             return "throttled"  # asked to wait, not failed (ledger.limits)
         return None
     kind = _failure_kind(op)
+    if op.action == "appointments.read":
+        return "appointments-stale"
     if op.attention == "access_denied" or op.action == "documents.extract":
         return "document-access"
     if op.attention == "smtp_no_reply":

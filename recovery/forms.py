@@ -199,6 +199,8 @@ SECONDS = {
     "timeout_seconds": (timedelta(milliseconds=100), None),
     "backoff_seconds": (timedelta(0), timedelta(hours=1)),
     "settle_delay_seconds": (timedelta(0), timedelta(hours=1)),
+    # ledger.models.MAX_AGE_BOUNDS
+    "max_age_seconds": (timedelta(seconds=10), timedelta(days=1)),
 }
 LABELS = {
     "kind": "Speaks (connector kind)",
@@ -211,6 +213,7 @@ LABELS = {
     "supports_lookup": "Can look a record up by reference",
     "supports_idempotency_key": "Honours the idempotency key",
     "settle_delay_seconds": "Search lag (settle delay)",
+    "max_age_seconds": "Read again after (maximum age)",
     "max_requests_per_second": "Most requests per second",
     "max_in_flight": "Most calls in flight at once",
 }
@@ -232,6 +235,8 @@ HELP = {
     "not there.",
     "settle_delay_seconds": "How long after a write the destination's search may still miss "
     "it; a look-up that finds nothing is trusted only after this.",
+    "max_age_seconds": "How old the slots on a review page may be before they are read again. "
+    "Older slots are shown as stale, never as current.",
     "max_requests_per_second": "For every worker on every machine together: writes, look-ups "
     "and reads alike. Empty: no limit. A released backlog drains at this rate.",
     "max_in_flight": "Calls waiting for this destination's answer at once. Empty: no limit.",
@@ -269,6 +274,8 @@ class IntegrationForm(forms.ModelForm):
                         "required": said.DURATION_REQUIRED % {"field": old.label.lower()}
                     },
                 )
+        if self.instance.name != Integration.APPOINTMENTS:
+            self.fields.pop("max_age_seconds", None)  # only reads have an age
         if "base_url" in self.fields:
             # Which scheme fits the chosen kind is the kind's to say (Integration.clean).
             self.fields["base_url"].validators = [URLValidator(schemes=URL_SCHEMES)]

@@ -134,3 +134,9 @@ DURATION_OVER_A_YEAR = _("“%(text)s” is more than a year: is the unit right?
 # --- the drill page (recovery.drill.views) ------------------------------------------------------
 CONCLUSION_REQUIRED = _("Write what you concluded: it is kept with the report.")
 CONCLUSION_RECORDED = _("Your conclusion is recorded with the drill report.")
+
+# --- appointment slots (recovery.views.slots) -------------------------------------------------
+SLOTS_REASON = _("slots needed to review the enquiry")
+SLOTS_NOT_NEEDED = _(
+    "%(reference)s's category does not need a visit: no appointment slots are read for it."
+)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from recovery.views import actions, bulk, dashboard, integrations, items, notices, queue
+from recovery.views import actions, bulk, dashboard, integrations, items, notices, queue, slots
 from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
@@ -12,6 +12,12 @@ urlpatterns = [
     path("console/review/<str:reference>/", items.review_detail, name="review-item"),
     path("console/enquiries/", queue.enquiry_list, name="enquiries"),
     path("console/enquiries/<str:reference>/", items.enquiry_detail, name="enquiry"),
+    path("console/enquiries/<str:reference>/slots/", slots.read_slots, name="enquiry-slots"),
+    path(
+        "console/enquiries/<str:reference>/slots/card/",
+        slots.slots_card,
+        name="enquiry-slots-card",
+    ),
     path("console/operations/<uuid:op_id>/", items.operation_detail, name="operation"),
     path("console/operations/<uuid:op_id>/card/", items.operation_card, name="op-card"),
     path("console/integrations/", integrations.integration_list, name="integrations"),

@@ -24,6 +24,7 @@ BACKUP_FIELDS = [
     "supports_lookup",
     "supports_idempotency_key",
     "settle_delay_seconds",
+    "max_age_seconds",
     "paused",
     "paused_at",
     "paused_by_id",

@@ -6,8 +6,10 @@ HTTP), and a django-q2 cluster (which the crash case kills and restarts with
 ``HANDOVER_FAILPOINTS`` set in that cluster's environment only).
 
 Where the writes go:
-- **Sandbox mode** (the CRM is the sandbox, or ``--destination sandbox``): all four
-  integrations point at the drill's sandbox, which also injects the faults.
+- **Sandbox mode** (the CRM is the sandbox, or ``--destination sandbox``): the CRM, the
+  notifications and the documents point at the drill's sandbox, which also injects the faults.
+- **Appointments**, in every mode: a real CalDAV server (Radicale) the drill starts, behind the
+  fault proxy (calendar.py), kind ``caldav``; its cases count events at the server.
 - **A real CRM** (the configured CRM row when it is not the sandbox, e.g. kind ``bottlecrm``,
   or ``--destination bottlecrm``, which starts a BottleCRM for the run): the CRM row points at a
   fault proxy in front of that CRM, the other three integrations at the drill's sandbox, and
@@ -40,6 +42,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from harness.drill.backup import DRILL_DIR, backup_path, restore_integrations, row_values
+from harness.drill.calendar import DrillCalendar
 from harness.drill.destination import (
     CannotRun,
     Destination,
@@ -114,6 +117,7 @@ class Drill:
         self.secret = new_secret()
         self.sandbox: SandboxProcess | None = None
         self.bottlecrm = None
+        self.calendar: DrillCalendar | None = None
         self.destination: Destination | None = None
         self.web: WebServer | None = None
         self.cluster: Cluster | None = None
@@ -159,6 +163,10 @@ class Drill:
             Integration.objects.update(base_url=self.sandbox.url, **DRILL_SETTINGS)
         else:
             self._setup_real_crm(crm, sandbox)
+        # Appointments: a real CalDAV server (Radicale) through the fault proxy, in every mode.
+        self.calendar = DrillCalendar(self.dir)
+        self.calendar.start()
+        self.calendar.point(DRILL_SETTINGS)
         self.reviewer, self.editor = self._users()
         self.categories = self._categories()
         self.env = child_environment(
@@ -222,10 +230,13 @@ class Drill:
             self.destination.close()
         if self.sandbox is not None:
             self.sandbox.stop()
+        if self.calendar is not None:
+            self.calendar.close()
         if self.bottlecrm is not None:
             self.bottlecrm.stop()
         for category in self.made_categories:
             Category.objects.filter(pk=category.pk).update(active=False)
+        Category.objects.filter(slug="drill-visit").update(active=False)
         self.session.close()
 
     def describe_destination(self) -> dict:
@@ -247,12 +258,14 @@ class Drill:
         """The destination each integration a case touches was, for the case's report row."""
         describe = getattr(self.destination, "describe_integration", None)
 
-        def one(name):
+        def where(name):
             if name == "notify:smtp":
-                return "notify: the drill's SMTP relay (harness.mailserver)"
-            return f"{name}: {describe(name) if describe else 'sandbox'}"
+                return "the drill's SMTP relay (harness.mailserver)"
+            if name == "appointments" and self.calendar is not None:
+                return self.calendar.describe()
+            return describe(name) if describe else "sandbox"
 
-        return "; ".join(one(name) for name in names)
+        return "; ".join(f"{name.split(':')[0]}: {where(name)}" for name in names)
 
     def _users(self):
         # "drill" approves (reviewer) and resolves its own items afterwards (coordinator);
@@ -462,6 +475,12 @@ class Drill:
                     self.destination.capabilities(lookup=True, idempotency_key=True)
                 except (requests.RequestException, RuntimeError):
                     pass  # the fault proxy's control errors are RuntimeErrors
+            if self.calendar is not None and self.calendar.proxy is not None:
+                try:
+                    self.calendar.proxy.clear_faults()
+                    self.calendar.proxy.release()
+                except RuntimeError:
+                    pass
             if self.cluster is None or not self.cluster.running:
                 self.start_cluster()
         case.seconds = time.monotonic() - started

@@ -57,6 +57,9 @@ class ProxyHandler(ControlRoutes, BaseHTTPRequestHandler):
             self.close_connection = True
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_request
+    # WebDAV (RFC 4918) and CalDAV (RFC 4791): a calendar's reads are PROPFIND and REPORT.
+    do_PROPFIND = do_PROPPATCH = do_MKCOL = do_COPY = do_MOVE = do_request
+    do_LOCK = do_UNLOCK = do_REPORT = do_MKCALENDAR = do_request
 
     # -- forwarding ----------------------------------------------------------------------------
 

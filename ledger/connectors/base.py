@@ -107,6 +107,22 @@ class Connector:
         """``path`` comes from ledger.http.path, which encodes every segment."""
         return self.integration.base_url.rstrip("/") + path
 
+    def same_server(self, url: str) -> str:
+        """``url`` if it is on the integration's server (scheme, host and port); otherwise an
+        invalid attempt, never sent: a destination's answer cannot send our credentials on."""
+        from urllib.parse import urlsplit
+
+        def origin(address):
+            parts = urlsplit(address)
+            return (parts.scheme.lower(), parts.hostname, parts.port)
+
+        if origin(url) != origin(self.integration.base_url):
+            raise ConnectorError(
+                ErrorKind.INVALID,
+                f"request not sent: {url[:200]} is not on the integration's server",
+            )
+        return url
+
     @staticmethod
     def summary_path(*segments) -> str:
         """The path for an attempt's summary (recorded before the call): never raises, because
@@ -128,8 +144,15 @@ class Connector:
             headers["Authorization"] = f"Bearer {self.integration.token}"
         return headers
 
-    def request(self, method, path, *, operation=None, idempotent=False, **kwargs):
+    def request(
+        self, method, path="", *, operation=None, idempotent=False, url=None, headers=None, **kwargs
+    ):
+        """``path`` under the integration's address; or ``url``, a whole address a destination
+        named (a WebDAV href), sent only when it is on the integration's own server.
+        ``headers`` add to (or replace) the connector's own."""
         from ledger import http, limits
+
+        target = self.same_server(url) if url is not None else self.url(path)
 
         # The one choke point: every request to a limited destination takes its turn here.
         try:
@@ -143,9 +166,9 @@ class Connector:
         try:
             return http.send(
                 method,
-                self.url(path),
+                target,
                 timeout=self.timeout,
-                headers=self.headers(operation, idempotent=idempotent),
+                headers={**self.headers(operation, idempotent=idempotent), **(headers or {})},
                 **kwargs,
             )
         finally:

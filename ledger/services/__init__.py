@@ -24,7 +24,7 @@ from ledger.services.actions import (
     reconcile_now,
     retry_operation,
 )
-from ledger.services.appointments import appointment_slots, request_appointment_slots
+from ledger.services.appointments import needs_visit, request_slots, slots_view
 from ledger.services.common import LEDGER, ActionRefused, integration, operator_action
 from ledger.services.integrations import (
     backlog,
@@ -47,7 +47,6 @@ __all__ = [
     "LEDGER",
     "ActionRefused",
     "allowed_actions",
-    "appointment_slots",
     "approve_operation",
     "approve_revision",
     "backlog",
@@ -57,6 +56,7 @@ __all__ = [
     "complete_by_hand",
     "configure_integration",
     "integration",
+    "needs_visit",
     "nudge_enquiry",
     "operator_action",
     "pause_integration",
@@ -67,8 +67,9 @@ __all__ = [
     "reassign_operation",
     "reconcile_now",
     "release_backlog",
-    "request_appointment_slots",
+    "request_slots",
     "resume_integration",
     "retry_operation",
+    "slots_view",
     "supersede_revision",
 ]

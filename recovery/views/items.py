@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 from intake.models import IntakeEvent
 from intake.services import customer_matches
 from ledger import policies
+from ledger import services as ledger_services
 from ledger.models import Attempt, JournalEntry, Op, Operation
 from recovery import explain, ownership, permissions
 from recovery.forms import EditForm, people
@@ -249,6 +250,9 @@ def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, st
     if page == "review":
         template = "recovery/review_item.html"
         context["diff"] = revision_diff(context["revisions"], enquiry.current_revision)
+        context["slots"] = (
+            ledger_services.slots_view(enquiry) if ledger_services.needs_visit(enquiry) else None
+        )
         context["suggestion"] = next(
             (s for s in context["suggestions"] if s.revision == enquiry.current_revision),
             context["suggestions"][0] if context["suggestions"] else None,

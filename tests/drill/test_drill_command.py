@@ -36,6 +36,16 @@ DESIGN_TABLE = [
     "e-mail: the relay answers 421",
     "category corrected before a retry",
     "integration paused",
+    "appointments: the calendar is slow",
+    "appointments: the calendar is unavailable",
+    "appointments: the slots are stale",
+    "appointments: the calendar changed between two reads",
+]
+APPOINTMENT_CASES = [
+    "appointments-slow",
+    "appointments-unavailable",
+    "appointments-stale",
+    "appointments-changed",
 ]
 
 
@@ -87,6 +97,36 @@ def test_the_drill_runs_every_case_for_real_and_passes(tmp_path):
     assert run.passed and run.cases_total == run.cases_passed == len(DESIGN_TABLE)
     assert run.report == report
     # The console's integrations point where they pointed before, not at the drill's dead port.
+    assert integration_settings() == before
+
+
+@pytest.mark.slow
+@DRILL_DB
+def test_the_appointment_cases_run_against_radicale_through_the_proxy(tmp_path):
+    ensure_integrations()
+    before = integration_settings()
+    json_path = tmp_path / "drill.json"
+    command = [sys.executable, "manage.py", "drill", "--sandbox", "--json", str(json_path)]
+    for key in APPOINTMENT_CASES:
+        command += ["--case", key]
+    finished = subprocess.run(
+        command,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DATABASE_URL": child_database_url()},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+    output = finished.stdout + finished.stderr
+    report = json.loads(json_path.read_text())
+    cases = report["cases"]
+    assert [case["name"] for case in cases] == DESIGN_TABLE[-4:], output[-3000:]
+    for case in cases:
+        assert case["passed"] is True, f"{case['name']}: {case['observed']}\n{output[-3000:]}"
+        assert case["destination"].startswith("appointments: Radicale at http://127.0.0.1:")
+        assert case["destination_records"] >= 2  # the seeded busy events, counted at Radicale
+    assert finished.returncode == 0, output[-3000:]
     assert integration_settings() == before
 
 

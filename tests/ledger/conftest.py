@@ -267,3 +267,89 @@ def email_integration(integrations, mail, make_user):
     row = Integration.objects.get(name=Integration.NOTIFY)
     row.full_clean()
     return row
+
+
+# --- a real CalDAV server (harness/radicale.py) for the appointments integration ----------------
+# The calendar's two requests, as the fault proxy names them (docs/sandbox.md).
+CALDAV_TARGETS = {
+    "appointments.version": "PROPFIND /handover/visits/",
+    "appointments.events": "REPORT /handover/visits/",
+}
+
+
+@pytest.fixture(scope="module")
+def radicale_process():
+    from harness.radicale import Radicale
+
+    with Radicale() as server:
+        yield server
+
+
+@pytest.fixture
+def radicale(radicale_process):
+    """A running Radicale whose calendar holds no events."""
+    radicale_process.clear()
+    return radicale_process
+
+
+@pytest.fixture(scope="module")
+def calendar_proxy_process(radicale_process, tmp_path_factory):
+    from harness.faultproxy import FaultProxy
+
+    log = tmp_path_factory.mktemp("calendar-proxy") / "proxy.log"
+    with FaultProxy(radicale_process.url, targets=CALDAV_TARGETS, log_path=log) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def calendar_proxy(calendar_proxy_process, radicale):
+    """The fault proxy in front of ``radicale``, no faults pending, counters at zero."""
+    calendar_proxy_process.reset()
+    yield calendar_proxy_process
+    calendar_proxy_process.clear_faults()
+    calendar_proxy_process.release()
+
+
+@pytest.fixture
+def point_appointments(db):
+    """point_appointments(server, via=None, **row) -> the appointments row, kind caldav, at
+    ``server``'s calendar (or the same path through ``via``, a FaultProxy)."""
+    from ledger.integrations import ensure_integrations
+    from ledger.models import Integration
+
+    def point(server, via=None, **row):
+        ensure_integrations()
+        url = server.calendar_url
+        if via is not None:
+            url = url.replace(server.url, via.url)
+        values = {
+            "kind": "caldav",
+            "base_url": url,
+            "token": server.credentials,
+            "timeout_seconds": 2.0,
+            "retry_budget": 3,
+            "backoff_seconds": 0.05,
+            "max_age_seconds": 300.0,
+            "paused": False,
+            **row,
+        }
+        Integration.objects.filter(name="appointments").update(**values)
+        return Integration.objects.get(name="appointments")
+
+    return point
+
+
+@pytest.fixture
+def visit_enquiry(make_enquiry):
+    """visit_enquiry() -> an enquiry ready for review whose category needs a visit."""
+    from intake.models import Revision
+    from tests.intake.factories import CategoryFactory
+
+    category = CategoryFactory(slug="home-visit", name="Home visit", books_appointments=True)
+
+    def make(**fields):
+        enquiry = make_enquiry(**fields)
+        Revision.objects.filter(enquiry=enquiry).update(category=category)
+        return enquiry
+
+    return make

@@ -277,6 +277,7 @@ def test_the_admin_edits_the_kind_and_refuses_what_the_kind_cannot_use(rows, adm
         "backoff_seconds": "1",
         "supports_lookup": "on",
         "settle_delay_seconds": "0",
+        "max_age_seconds": "300",
         "owner": "",
     }
     refused = admin_client.post(url, form)

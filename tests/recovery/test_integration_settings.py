@@ -264,3 +264,22 @@ def test_notifications_become_e_mail_in_the_form_validated_for_that_kind(
     # And the CRM cannot be e-mail.
     response = client.post(URL, form_data(integrations_rows["crm"], kind="smtp"))
     assert response.status_code == 400
+
+
+def test_the_appointments_maximum_age_is_edited_there_only_and_bounded(
+    integrations_rows, client_for
+):
+    row = integrations_rows["appointments"]
+    url = reverse("recovery:integration-settings", args=["appointments"])
+    admin = client_for("admin")
+    assert "Read again after" in admin.get(url).content.decode()
+    assert "Read again after" not in admin.get(URL).content.decode()  # the CRM's: no reads
+    for typed in ("5 s", "2 d", "soon"):
+        refused = admin.post(url, form_data(row, max_age_seconds=typed))
+        assert refused.status_code == 400, typed
+        assert Integration.objects.get(pk=row.pk).max_age_seconds == 300.0
+    saved = admin.post(url, form_data(row, max_age_seconds="10 min"))
+    assert saved.status_code == 302
+    assert Integration.objects.get(pk=row.pk).max_age_seconds == 600.0
+    [entry] = changes()
+    assert entry.evidence["max_age_seconds"] == {"from": 300.0, "to": 600.0}

@@ -12,6 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.drill.cases.appointments import (
+    appointments_changed,
+    appointments_slow,
+    appointments_stale,
+    appointments_unavailable,
+)
 from harness.drill.cases.changes import (
     category_corrected,
     changed_after_approval,
@@ -151,5 +157,33 @@ CASES = [
         "intake kept, no writes, backlog visible; resume reviews it",
         integration_paused,
         needs_faults=True,
+    ),
+    Spec(
+        "appointments-slow",
+        "appointments: the calendar is slow",
+        "no answer in time: read again within the budget; the slots carry their as-of",
+        appointments_slow,
+        uses=("appointments",),
+    ),
+    Spec(
+        "appointments-unavailable",
+        "appointments: the calendar is unavailable",
+        "bounded retries, then failed, visible in the queue with an owner; nothing invented",
+        appointments_unavailable,
+        uses=("appointments",),
+    ),
+    Spec(
+        "appointments-stale",
+        "appointments: the slots are stale",
+        "re-read; when that fails, shown as stale with their age, never as current",
+        appointments_stale,
+        uses=("appointments",),
+    ),
+    Spec(
+        "appointments-changed",
+        "appointments: the calendar changed between two reads",
+        "a new version; the taken slot is no longer offered",
+        appointments_changed,
+        uses=("appointments",),
     ),
 ]
