@@ -10,6 +10,7 @@ from django.core.validators import URLValidator
 
 from intake.models import Category
 from intake.visible import has_visible_text
+from ledger.limits import RateFormField
 from ledger.models import Integration
 from recovery import messages as said
 from recovery.durations import SecondsField
@@ -245,7 +246,10 @@ class IntegrationForm(forms.ModelForm):
         fields = INTEGRATION_FIELDS
         labels = LABELS
         widgets = {"token": forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})}
-        field_classes = {"base_url": forms.CharField}  # the scheme is checked in __init__
+        field_classes = {
+            "base_url": forms.CharField,  # the scheme is checked in __init__
+            "max_requests_per_second": RateFormField,  # ledger.limits.parse_rate's rule
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -21,6 +21,8 @@ OUTCOMES = {
     "uncertain": "no answer (may have happened)",
     "invalid": "refused as invalid",
     "auth": "refused our credentials",
+    "internal": "error inside Handover",
+    "throttled": "asked to wait (429)",
     "found": "record found",
     "not_found": "no record found",
     "duplicate": "more than one record found",
@@ -96,6 +98,8 @@ GROUP_ATTENTION = {
     "delivery_failed": "not delivered",
     "payload_mismatch": "payload changed after approval",
     "unresolved": "no usable suggestion",
+    "internal_error": "error inside Handover",
+    "throttled_too_often": "throttled too often",
 }
 
 

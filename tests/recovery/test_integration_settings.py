@@ -224,3 +224,25 @@ def test_the_limits_are_edited_with_the_row_and_journalled(crm, client_for):
     [entry] = changes()
     assert entry.evidence["max_requests_per_second"] == {"from": None, "to": 40.0}
     assert entry.evidence["max_in_flight"] == {"from": None, "to": 4}
+
+
+BAD_RATES = ["1e-12", "1e-300", "5e-324", "٣", "1_000", "inf", "nan", "-1", "0.001", "20000"]
+
+
+@pytest.mark.parametrize("rate", BAD_RATES)
+def test_a_rate_outside_the_rule_is_refused_on_the_form(crm, client_for, rate):
+    response = client_for("admin").post(URL, form_data(crm, max_requests_per_second=rate))
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "calls per second" in page  # the rule, said on the field
+    assert Integration.objects.get(pk=crm.pk).max_requests_per_second is None
+    assert not changes().exists()
+
+
+@pytest.mark.parametrize(("rate", "stored"), [("25", 25.0), ("0.5", 0.5), ("0", None), ("", None)])
+def test_a_rate_within_the_rule_is_saved(crm, client_for, rate, stored):
+    Integration.objects.filter(pk=crm.pk).update(max_requests_per_second=7.0)
+    crm.refresh_from_db()
+    response = client_for("admin").post(URL, form_data(crm, max_requests_per_second=rate))
+    assert response.status_code == 302
+    assert Integration.objects.get(pk=crm.pk).max_requests_per_second == stored
