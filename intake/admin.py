@@ -4,43 +4,13 @@ An enquiry's state moves only through its transition methods (with an actor and 
 so the admin shows it and never edits it.
 """
 
-from django.contrib import admin, messages
-from django.utils.text import smart_split
+from django.contrib import admin
 
 from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revision, Suggestion
 
-# The admin's search ANDs one OR of ILIKEs over every search field per word: 5,000 words held
-# a web thread for 16 s before the statement timeout. A person searches with a few words.
-SEARCH_MAX_WORDS = 10
-SEARCH_MAX_LENGTH = 200
-SEARCH_TOO_LONG = (
-    "That search is too long to run: use at most {words} words and {length} characters "
-    "(it had {got_words} words and {got_length} characters). Nothing was searched."
-)
-
-
-class BoundedSearch:
-    """Refuses a search past SEARCH_MAX_WORDS words or SEARCH_MAX_LENGTH characters before it
-    reaches PostgreSQL, and says so on the page (the list comes back empty)."""
-
-    def get_search_results(self, request, queryset, search_term):
-        words = sum(1 for _ in smart_split(search_term))
-        if words > SEARCH_MAX_WORDS or len(search_term) > SEARCH_MAX_LENGTH:
-            messages.warning(
-                request,
-                SEARCH_TOO_LONG.format(
-                    words=SEARCH_MAX_WORDS,
-                    length=SEARCH_MAX_LENGTH,
-                    got_words=words,
-                    got_length=len(search_term),
-                ),
-            )
-            return queryset.none(), False
-        return super().get_search_results(request, queryset, search_term)
-
 
 @admin.register(Category)
-class CategoryAdmin(BoundedSearch, admin.ModelAdmin):
+class CategoryAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "active", "books_appointments")
     list_filter = ("active", "books_appointments")
     search_fields = ("slug", "name", "keywords")
@@ -60,7 +30,7 @@ class CategoryAdmin(BoundedSearch, admin.ModelAdmin):
         return False
 
 
-class ReadOnlyAdmin(BoundedSearch, admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request, obj=None):
         return False
 

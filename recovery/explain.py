@@ -310,7 +310,7 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         safe.insert(
             0,
             f"Its receipt work failed {enquiry.receipt_failures} time(s) inside Handover "
-            f"(nothing was sent anywhere): {enquiry.receipt_error}. Fix the cause, then run "
+            f"(nothing was sent anywhere): {enquiry.receipt_error[:300]}. Fix the cause, then run "
             "python manage.py recover; see the runbook.",
         )
     if state == S.READY_FOR_REVIEW:

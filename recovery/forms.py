@@ -230,7 +230,8 @@ HELP = {
     "settle_delay_seconds": "How long after a write the destination's search may still miss "
     "it; a look-up that finds nothing is trusted only after this.",
     "max_requests_per_second": "For every worker on every machine together: writes, look-ups "
-    "and reads alike. Empty: no limit. A released backlog drains at this rate.",
+    "and reads alike: a plain decimal from 0.01 to 10000, such as 25 or 0.5. Empty or 0: no "
+    "limit. A released backlog drains at this rate.",
     "max_in_flight": "Calls waiting for this destination's answer at once. Empty: no limit.",
 }
 
