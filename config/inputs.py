@@ -5,7 +5,10 @@ cookie or a header would reach a query as a ``DataError`` (a 500) wherever a vie
 (the admin's filters, the session lookup, django-axes' log of a failed login) uses it. No value
 of Handover's has a reason to contain one, so ``RefuseNulMiddleware`` refuses the whole request
 with 400 before any view, session or authentication code runs. The intake endpoint's JSON body
-is its own validator's business (intake/payload.py).
+is its own validator's business (intake/payload.py): its body is never parsed as a form here,
+even when a sender declares one (a multipart type without a boundary made Django's parser
+answer an HTML 400; with one, it consumed the body, so the signature could not match). The
+endpoint answers any non-JSON type with its own JSON 415.
 """
 
 import logging
@@ -16,6 +19,7 @@ log = logging.getLogger("handover.security")
 
 NUL = "\x00"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+INTAKE_PATH = "/intake/events/"  # intake/urls.py: bodies there are JSON, read by the view
 
 
 def _has_nul(querydict) -> bool:
@@ -33,7 +37,7 @@ def nul_in(request) -> str | None:
     if any(key.startswith("HTTP_") and NUL in str(value) for key, value in request.META.items()):
         return "a header"
     form = request.method not in ("GET", "HEAD", "OPTIONS") and request.content_type in FORM_TYPES
-    if form and _has_nul(request.POST):
+    if form and not request.path_info.startswith(INTAKE_PATH) and _has_nul(request.POST):
         return "the form"
     return None
 

@@ -278,6 +278,8 @@ LIMITS_WAIT_SECONDS = env_float("LIMITS_WAIT_SECONDS", 0.5, minimum=0.0)
 LIMITS_RATE_MARGIN = env_float("LIMITS_RATE_MARGIN", 0.05, minimum=0.0)
 LIMITS_DEFAULT_RETRY_AFTER = env_float("LIMITS_DEFAULT_RETRY_AFTER", 5.0, minimum=0.0)
 LIMITS_MAX_RETRY_AFTER = env_float("LIMITS_MAX_RETRY_AFTER", 3600.0, minimum=1.0)
+LIMITS_MIN_RETRY_AFTER = env_float("LIMITS_MIN_RETRY_AFTER", 1.0, minimum=0.1)
+LIMITS_MAX_THROTTLED_IN_A_ROW = env_int("LIMITS_MAX_THROTTLED_IN_A_ROW", 10, minimum=1)
 
 # Prometheus scrapes /metrics with "Authorization: Bearer <METRICS_TOKEN>" (unset: people only).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")

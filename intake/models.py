@@ -111,6 +111,10 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     # layers above have taken the receipt up (ledger.receipt: its suggestion, extractions and
     # acknowledgement proposed). A row still set long after receipt is work a lost task left.
     receipt_pending = models.BooleanField(default=False)
+    # How often taking the receipt up has failed, and the last error (ledger.receipt): after a
+    # few failures the enquiry is a row in the console's queue ("Receipt work failing").
+    receipt_failures = models.PositiveSmallIntegerField(default=0)
+    receipt_error = models.CharField(max_length=500, blank=True)
     # The console's enquiry search. Stored, not an expression index: with an expression index
     # PostgreSQL recomputes to_tsvector for every candidate row to filter it (6.7 s for a word
     # in 148,000 of 200,000 enquiries, docs/benchmarks.md); stored, it reads the value. Written

@@ -6,6 +6,7 @@ which rule fired.
 
 import json
 import re
+import unicodedata
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -39,6 +40,16 @@ class NotJson(ValueError):
     """The body does not parse as JSON (the endpoint answers 415)."""
 
 
+class NestedTooDeeply(ValueError):
+    """JSON nested deeper than MAX_DEPTH (the endpoint answers 422, saying so)."""
+
+
+# The contract's deepest value is a document's field (body -> documents -> object -> text):
+# anything far deeper is refused by what it is, not called "not valid JSON" (a 1,000-deep
+# array is valid JSON that Python's parser gives up on).
+MAX_DEPTH = 32
+
+
 class _Object(dict):
     """A parsed JSON object that remembers which keys it was sent more than once."""
 
@@ -62,9 +73,51 @@ def parse_json(text: str):
     text (kept as evidence) reads both ways, so duplicates are recorded here and refused.
     """
     try:
-        return json.loads(text, object_pairs_hook=_object)
-    except (ValueError, RecursionError) as exc:
+        data = json.loads(text, object_pairs_hook=_object)
+    except RecursionError:
+        raise NestedTooDeeply(f"more than {MAX_DEPTH} levels") from None
+    except ValueError as exc:
         raise NotJson(str(exc)) from None
+    if _deeper_than(data, MAX_DEPTH):
+        raise NestedTooDeeply(f"more than {MAX_DEPTH} levels")
+    return data
+
+
+def _deeper_than(data, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` deep (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, list | dict):
+            if depth > limit:
+                return True
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def canonical(data):
+    """The JSON value as the same event is compared (docs/intake.md, "The same event"): object
+    key order, whitespace and escapes do not count; every string (keys too) is compared in
+    Unicode NFC; numbers by value; true is not 1. None when two keys of one object become one
+    in NFC (then only the same bytes are the same event)."""
+    if isinstance(data, str):
+        return ("s", unicodedata.normalize("NFC", data))
+    if isinstance(data, bool) or data is None:
+        return ("c", data)
+    if isinstance(data, int | float):
+        return ("n", data)
+    if isinstance(data, list):
+        items = tuple(canonical(item) for item in data)
+        return None if None in items else ("l", items)
+    keys = {}
+    for key, value in data.items():
+        name = unicodedata.normalize("NFC", key)
+        item = canonical(value)
+        if name in keys or item is None or getattr(data, "duplicates", None):
+            return None
+        keys[name] = item
+    return ("o", frozenset(keys.items()))
 
 
 def _shown(text: str, limit: int = 64) -> str:
@@ -227,6 +280,19 @@ def _documents(value, errors) -> list:
     return cleaned
 
 
+def check_email(address: str) -> None:
+    """Django's address rule, with the local part widened as RFC 6531 (SMTPUTF8) widens it:
+    letters of any script may stand where ASCII letters may ("josé@example.org",
+    "用户@例子.广告"); a control, format or space character may not. Raises ValidationError."""
+    local, at, domain = address.rpartition("@")
+    if at and local and not local.isascii():
+        if any(unicodedata.category(ch)[0] in "CZ" for ch in local if not ch.isascii()):
+            raise ValidationError("not an address")
+        local = "".join(ch if ch.isascii() else "a" for ch in local)
+        address = f"{local}@{domain}"
+    validate_email(address)
+
+
 def validate_payload(data) -> tuple[Payload | None, dict[str, list[str]]]:
     """(Payload, {}) when the body is acceptable, else (None, {field: [messages]})."""
     if not isinstance(data, dict):
@@ -251,8 +317,10 @@ def validate_payload(data) -> tuple[Payload | None, dict[str, list[str]]]:
         documents=_documents(data.get("documents"), errors),
     )
     if payload.email:
+        # RFC 6532 asks for NFC: the same address typed on two keyboards is one address.
+        payload.email = unicodedata.normalize("NFC", payload.email)
         try:
-            validate_email(payload.email)
+            check_email(payload.email)
         except ValidationError:
             errors.setdefault("email", []).append(
                 f"Check the email address: {payload.email[:80]!r} is not a valid address."

@@ -19,7 +19,14 @@ from django_fsm import TransitionNotAllowed
 from intake import signals, signing
 from intake.classification import suggest_category  # noqa: F401  (part of this service API)
 from intake.models import Category, Document, Enquiry, EventConflict, IntakeEvent, Revision
-from intake.payload import NotJson, parse_json, validate_payload
+from intake.payload import (
+    MAX_DEPTH,
+    NestedTooDeeply,
+    NotJson,
+    canonical,
+    parse_json,
+    validate_payload,
+)
 from intake.visible import has_visible_text
 from intake.workflow import SYSTEM
 
@@ -61,10 +68,23 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
         return _error(401, "Unknown source.")
     if len(body) > settings.INTAKE_MAX_BODY_BYTES:
         return _error(413, f"The body is larger than {settings.INTAKE_MAX_BODY_BYTES} bytes.")
+    # The contract is JSON only: any other declared type (a form, multipart with or without a
+    # boundary) is refused as such before anything else is read from it.
+    content_type = str(_header(headers, "content-type") or "").split(";")[0].strip().lower()
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        return _error(415, "Send the body as application/json.")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return _error(415, "The body must be UTF-8 JSON.")
+    event_id = _header(headers, "webhook-id")
+    if event_id is not None and not _readable_event_id(str(event_id)):
+        # It could never verify: a header arrives as latin-1, the sender signed other bytes.
+        return _error(
+            401,
+            f"Signature refused: webhook-id must be printable ASCII of at most {EVENT_ID_MAX} "
+            "characters (letters, digits and punctuation, as Standard Webhooks ids are).",
+        )
     try:
         signing.verify(
             secrets,
@@ -75,35 +95,46 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
         )
     except signing.SignatureRefused as exc:
         return _error(401, f"Signature refused: {exc}.")
-    content_type = str(_header(headers, "content-type") or "").split(";")[0].strip().lower()
-    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
-        return _error(415, "Send the body as application/json.")
     try:
         data = parse_json(text)
+    except NestedTooDeeply:
+        return IntakeResult(
+            422,
+            {
+                "errors": {
+                    "body": [
+                        f"The JSON is nested too deeply: at most {MAX_DEPTH} levels of arrays "
+                        "and objects (this contract needs three)."
+                    ]
+                }
+            },
+        )
     except NotJson:
         return _error(415, "The body is not valid JSON.")
 
-    event_id = str(_header(headers, "webhook-id"))
-    longest = IntakeEvent._meta.get_field("event_id").max_length
-    if len(event_id) > longest or "\x00" in event_id:
-        return _error(
-            401, f"Signature refused: webhook-id must be at most {longest} characters, without NUL."
-        )
+    event_id = str(event_id)
     digest = hashlib.sha256(body).hexdigest()
 
     payload, errors = validate_payload(data)
     if errors:
         # A repeat outranks validation: a sender re-delivering a stored event gets its answer.
         if _event_exists(source, event_id):
-            return _repeat(source, event_id, digest, text)
+            return _repeat(source, event_id, digest, text, data)
         return IntakeResult(422, {"errors": errors})
 
     with transaction.atomic():
         stored = _store(source, event_id, text, digest, payload, now)
     if stored is None:
         # Stored before (or by a twin that committed while we waited on the unique index).
-        return _repeat(source, event_id, digest, text)
+        return _repeat(source, event_id, digest, text, data)
     return stored
+
+
+EVENT_ID_MAX = IntakeEvent._meta.get_field("event_id").max_length
+
+
+def _readable_event_id(event_id: str) -> bool:
+    return 0 < len(event_id) <= EVENT_ID_MAX and event_id.isascii() and event_id.isprintable()
 
 
 def _event_exists(source, event_id) -> bool:
@@ -205,14 +236,25 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult | None:
     return IntakeResult(202, _accepted_body(enquiry, duplicate=False))
 
 
-def _repeat(source, event_id, digest, text) -> IntakeResult:
+def same_event(stored_text: str, data) -> bool:
+    """Whether a body that is not byte for byte the stored one is still the same event: the
+    same JSON value with key order, whitespace, escapes and Unicode normalisation (NFC
+    against NFD) not counting (docs/intake.md, "The same event")."""
+    try:
+        stored = canonical(parse_json(stored_text))
+    except ValueError:
+        return False
+    return stored is not None and stored == canonical(data)
+
+
+def _repeat(source, event_id, digest, text, data) -> IntakeResult:
     with transaction.atomic():
         event = (
             IntakeEvent.objects.select_for_update(of=("self",))
             .select_related("enquiry")
             .get(source=source, event_id=event_id)
         )
-        if event.body_sha256 != digest:
+        if event.body_sha256 != digest and not same_event(event.body, data):
             conflict = EventConflict.objects.create(event=event, body_sha256=digest, body=text)
             signals.enquiry_action.send(
                 sender=Enquiry,

@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.db import models, transaction
 
 from ledger import journal
+from ledger.limits import RateFormField
 from ledger.models import Integration
 
 SECRET_FIELDS = set(Integration.SECRET_FIELDS)
@@ -27,6 +28,13 @@ class IntegrationAdmin(admin.ModelAdmin):
     list_filter = ("kind", "paused")
     # An address typed without a scheme is taken as https (Django 6's default, chosen now).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "max_requests_per_second":
+            # The one rule for a rate (ledger.limits.parse_rate), as on the console's form.
+            kwargs["form_class"] = RateFormField
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     fieldsets = (
         (None, {"fields": ("name", "kind", "base_url", "token", "owner")}),
         (

@@ -29,7 +29,7 @@ from urllib.parse import quote
 import requests
 from requests import exceptions as rx
 
-from ledger import failpoints
+from ledger import failpoints, storable
 from ledger.connectors.base import ConnectorError, ErrorKind
 
 BODY_LIMIT = 2000
@@ -47,6 +47,13 @@ def _session() -> requests.Session:
         session.trust_env = False  # destinations are configured, never an environment proxy
         _local.session = session
     return session
+
+
+def requests_started() -> int:
+    """How many requests this thread has handed to the network so far: the engine compares
+    it around a connector's call to tell an error inside Handover before anything was sent
+    (internal) from one after a request went out (uncertain)."""
+    return getattr(_local, "started", 0)
 
 
 def path(*segments: str | int) -> str:
@@ -104,6 +111,7 @@ def send(
         raise ValueError("every external call needs a timeout")
     # The failpoint "during_call" kills the process while the request is in flight.
     guard = failpoints.arm_during_call()
+    _local.started = requests_started() + 1
     try:
         response = _session().request(
             method,
@@ -126,13 +134,19 @@ def send(
     finally:
         if guard is not None:
             guard.cancel()
-    text = response.text
+    # What the destination said is made storable before anything keeps it (ledger.storable):
+    # a NUL in a 503's body must not turn a definite answer into a crash.
+    text = storable.text(response.text)
     try:
-        body = response.json() if text else None
+        body = storable.data(response.json()) if text else None
     except ValueError:
         body = text
     result = HttpResult(
-        response.status_code, body, text, dict(response.headers), content=response.content
+        response.status_code,
+        body,
+        text,
+        storable.data(dict(response.headers)),
+        content=response.content,
     )
     if 200 <= response.status_code < 300:
         return result

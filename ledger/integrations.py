@@ -14,6 +14,8 @@ the token and ``EMAIL_TIMEOUT`` the timeout. After the first seeding the row is 
 admin's edits are never overwritten by a restart.
 """
 
+import os
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
@@ -21,6 +23,7 @@ from django.db import transaction
 
 from config.env import env_bool, env_float, env_int, env_str
 from ledger.kinds import HANDOVER, KINDS, SMTP
+from ledger.limits import parse_rate
 from ledger.models import MAX_AGE_BOUNDS, Integration
 
 PREFIX = {
@@ -29,6 +32,15 @@ PREFIX = {
     Integration.DOCUMENTS: "DOCS",
     Integration.APPOINTMENTS: "APPOINTMENTS",
 }
+
+
+def env_rate(name: str) -> float | None:
+    """A rate from the environment under the same rule as the forms (ledger.limits.parse_rate);
+    a bad value stops the process at start-up, naming the variable."""
+    try:
+        return parse_rate(os.environ.get(name))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
 
 
 def defaults_from_environment(name: str) -> dict:
@@ -80,7 +92,7 @@ def _defaults(name, p, kind, declared, owner, paused) -> dict:
         ),
         "max_age_seconds": env_float(f"{p}_MAX_AGE_SECONDS", 300.0, minimum=MAX_AGE_BOUNDS[0]),
         # Empty: no limit (ledger.limits); admins change them with the rest of the row.
-        "max_requests_per_second": env_float(f"{p}_MAX_REQUESTS_PER_SECOND", None, minimum=0.0),
+        "max_requests_per_second": env_rate(f"{p}_MAX_REQUESTS_PER_SECOND"),
         "max_in_flight": env_int(f"{p}_MAX_IN_FLIGHT", None, minimum=1),
         "owner": owner,
         "paused": paused,

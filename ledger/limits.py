@@ -33,15 +33,85 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+from django import forms
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+
+# --- the rate an admin sets ----------------------------------------------------------------------
+# One rule wherever a rate is typed (the console's settings form, the Django admin, the
+# environment variable <PREFIX>_MAX_REQUESTS_PER_SECOND) and wherever one is read: plain ASCII
+# decimal ("25", "0.5"); 0 or empty means no limit; otherwise between RATE_MIN and RATE_MAX.
+# 1e-300 would make one call's interval overflow every datetime (OverflowError in the worker);
+# float() would also take "\u0663" (an Arabic-Indic three), "1_000", "1e3" and "inf".
+RATE_MIN = 0.01  # one call every 100 seconds
+RATE_MAX = 10_000.0
+_RATE_TEXT = re.compile(r"[0-9]{1,5}(?:\.[0-9]{1,6})?")
+
+
+def parse_rate(text) -> float | None:
+    """The rate typed as ``text``: None for no limit (empty or 0). Raises ValueError with a
+    message a person can act on."""
+    from ledger import messages as said
+
+    text = "" if text is None else str(text).strip()
+    if not text:
+        return None
+    if not _RATE_TEXT.fullmatch(text):
+        raise ValueError(str(said.RATE_NOT_A_NUMBER % {"value": text[:40]}))
+    return checked_rate(float(text))
+
+
+def checked_rate(rate) -> float | None:
+    """A stored or typed number under the same rule: None for no limit, else the rate."""
+    from ledger import messages as said
+
+    if rate is None or rate == 0:
+        return None
+    rate = float(rate)
+    if not (math.isfinite(rate) and RATE_MIN <= rate <= RATE_MAX):
+        raise ValueError(
+            str(said.RATE_OUT_OF_RANGE % {"value": f"{rate:g}", "min": RATE_MIN, "max": RATE_MAX})
+        )
+    return rate
+
+
+class RateFormField(forms.FloatField):
+    """The rate on a form (the console's and the admin's): read as text under parse_rate's
+    rule, never through float()."""
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        try:
+            return parse_rate(value)
+        except ValueError as exc:
+            raise ValidationError(str(exc), code="invalid") from None
+
+    def validate(self, value):
+        if value is None and self.required:
+            raise ValidationError(self.error_messages["required"], code="required")
+
+    def run_validators(self, value):
+        pass  # parse_rate is the rule (the model's MinValueValidator(0) says less)
+
+    def widget_attrs(self, widget):
+        attrs = super().widget_attrs(widget)
+        attrs.update({"min": "0", "max": f"{RATE_MAX:g}", "step": "any"})
+        return attrs
+
 
 # --- Retry-After --------------------------------------------------------------------------------
 
 DEFAULT_RETRY_AFTER_SECONDS = 5.0
 MAX_RETRY_AFTER_SECONDS = 3600.0
+# "Retry-After: 0" (or a date already past) read as no wait, with a 429 spending no budget,
+# sent 57 POSTs in 12 s for one operation: every wait is at least this long.
+MIN_RETRY_AFTER_SECONDS = 1.0
+# Consecutive throttled answers to one operation before it goes to a person.
+MAX_THROTTLED_IN_A_ROW = 10
 _DELAY_SECONDS = re.compile(r"[0-9]{1,9}")  # ASCII only: "²" and "٣" are digits to isdigit()
 
 
@@ -49,18 +119,28 @@ def parse_retry_after(value, *, now: datetime | None = None) -> float:
     """Seconds to wait from a ``Retry-After`` value: delay-seconds or an HTTP date (RFC 9110).
 
     Anything else (empty, negative, fractional, a digit that is not ASCII, a date that cannot
-    be read) gives the default; a date in the past gives 0; nothing waits longer than
-    LIMITS_MAX_RETRY_AFTER_SECONDS (a destination's mistake must not stop delivery for days).
+    be read) gives the default; nothing waits less than LIMITS_MIN_RETRY_AFTER (0, or a date
+    in the past, would mean asking again at once, for ever) or longer than
+    LIMITS_MAX_RETRY_AFTER (a destination's mistake must not stop delivery for days).
     """
     default = float(getattr(settings, "LIMITS_DEFAULT_RETRY_AFTER", DEFAULT_RETRY_AFTER_SECONDS))
+    floor = float(getattr(settings, "LIMITS_MIN_RETRY_AFTER", MIN_RETRY_AFTER_SECONDS))
     ceiling = float(getattr(settings, "LIMITS_MAX_RETRY_AFTER", MAX_RETRY_AFTER_SECONDS))
+    return min(max(_retry_after_seconds(value, default, now), floor), max(ceiling, floor))
+
+
+def max_throttled_in_a_row() -> int:
+    return int(getattr(settings, "LIMITS_MAX_THROTTLED_IN_A_ROW", MAX_THROTTLED_IN_A_ROW))
+
+
+def _retry_after_seconds(value, default: float, now) -> float:
     if not isinstance(value, str):
         return default
     text = value.strip()
     if not text:
         return default
     if _DELAY_SECONDS.fullmatch(text):
-        return min(float(int(text)), ceiling)
+        return float(int(text))
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -70,7 +150,7 @@ def parse_retry_after(value, *, now: datetime | None = None) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)  # "-0000": UTC, with no claim about the local zone
     now = now or timezone.now()
-    return min(max((when - now).total_seconds(), 0.0), ceiling)
+    return (when - now).total_seconds()
 
 
 # --- the pace -----------------------------------------------------------------------------------
@@ -86,8 +166,10 @@ def _margin() -> float:
 
 def interval_for(rate) -> float:
     """Seconds between two calls' starts: a little over 1 / rate, so that the jitter between
-    our clock and the destination's arrival never puts rate + 1 calls in one of its seconds."""
-    return (1.0 + _margin()) / float(rate)
+    our clock and the destination's arrival never puts rate + 1 calls in one of its seconds.
+    A row saved before the rule (parse_rate) is read within it: never an overflow."""
+    rate = min(max(float(rate), RATE_MIN), RATE_MAX)
+    return (1.0 + _margin()) / rate
 
 
 def in_flight_seconds() -> float:

@@ -15,6 +15,16 @@ MAY_NOT = _("%(actor)s may not do this (%(permission)s)")
 SYSTEM_MAY_NOT = _("%(actor)s may not do this")
 REASON_REQUIRED = _("A reason is required: one with visible text.")
 
+# --- an integration's request rate (ledger.limits.parse_rate) ----------------------------------
+RATE_NOT_A_NUMBER = _(
+    "“%(value)s” is not a rate Handover reads: write calls per second as a plain decimal "
+    "with the digits 0-9, such as 25 or 0.5 (0 or empty: no limit)."
+)
+RATE_OUT_OF_RANGE = _(
+    "%(value)s calls per second is outside what Handover can keep to: use between %(min)s and "
+    "%(max)s (0 or empty: no limit)."
+)
+
 # --- an action on an operation ------------------------------------------------------------------
 NO_SUCH_OPERATION = _("No such operation.")
 # action: the action's code with spaces ("complete by hand"); state and operation: codes.

@@ -211,7 +211,12 @@ class Integration(models.Model):
                 "retry": retry,
             }
         from ledger.kinds import KINDS
+        from ledger.limits import checked_rate
 
+        try:
+            checked_rate(self.max_requests_per_second)
+        except ValueError as exc:
+            errors.setdefault("max_requests_per_second", str(exc))
         kind = KINDS.get(self.kind)
         if kind is not None:  # an unknown kind is the choices' error already
             for field_name, message in kind.validate(self).items():
@@ -303,7 +308,10 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     action = models.CharField(max_length=40)  # a key of ledger.policies.POLICIES
     revision = models.PositiveIntegerField()
     # <enquiry id>:<action>:r<revision>; made once, reused on every attempt.
-    idempotency_key = models.CharField(max_length=200, unique=True)
+    # Every key Handover builds must fit this column (ledger.services.proposals._operation_key
+    # digests what a sender could make too long).
+    KEY_MAX_LENGTH = 200
+    idempotency_key = models.CharField(max_length=KEY_MAX_LENGTH, unique=True)
     payload = models.JSONField(default=dict)
     payload_hash = models.CharField(max_length=64)
     # None for work that leaves Handover through no integration row (the suggester runs

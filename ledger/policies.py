@@ -122,6 +122,14 @@ ATTENTION = {
     ),
     "payload_mismatch": "The payload differs from the approved one; nothing was sent.",
     "unresolved": "The suggester gave no usable answer; the enquiry waits for review.",
+    "internal_error": (
+        "An error inside Handover stopped the call before anything was sent: not the "
+        "destination's answer. The maintainer looks; then a retry is safe."
+    ),
+    "throttled_too_often": (
+        "The destination answered \u201cwait\u201d (429) too many times in a row; a person "
+        "decides when to try again."
+    ),
 }
 
 

@@ -92,11 +92,12 @@ def sweep(*, actor=None) -> SweepReport:
             if not gone:
                 continue
             try:
-                if receipt.take_up(enquiry_id, skip_locked=True):
+                if receipt.take_up_or_record(enquiry_id, skip_locked=True):
                     report.receipts_taken_up.append(str(enquiry_id))
             except Exception:
                 # One receipt that cannot be proposed must not stop the sweep's other steps; it
-                # stays pending, is tried again next sweep, and shows in /metrics meanwhile.
+                # stays pending, is tried again next sweep, and is counted on the enquiry: after
+                # a few failures it is a row in the console's queue (ledger.receipt).
                 logger.exception(
                     "sweep: the receipt of enquiry %s could not be taken up", enquiry_id
                 )

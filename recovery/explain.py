@@ -74,6 +74,10 @@ def _failure_kind(op) -> str:
         return "invalid"
     if op.attention == "auth":
         return "auth"
+    if op.attention == "internal_error" or op.last_error_class == "internal":
+        return "internal"
+    if op.attention == "throttled_too_often":
+        return "throttled"
     attempt = last_attempt(op)
     outcome = (attempt.outcome if attempt else "") or op.last_error_class
     if outcome in ("invalid", "auth", "transient"):
@@ -122,6 +126,16 @@ def external_change(op) -> str:
             return f"No. {sentence(system)} refused the request as invalid{status}{msg}."
         if kind == "auth":
             return f"No. {sentence(system)} refused Handover's credentials{status}."
+        if kind == "internal":
+            return (
+                f"No. An error inside Handover stopped the call before anything was sent to "
+                f"{system} ({op.last_error_message[:300]})."
+            )
+        if kind == "throttled":
+            return (
+                f"No. {sentence(system)} answered \u201cwait\u201d (429) to every recent "
+                f"attempt ({calls} in all); it accepted nothing."
+            )
         attempts = f" on {calls} attempt{'s' if calls != 1 else ''}" if calls else ""
         return f"No. {sentence(system)} did not accept the request{status}{attempts}."
     if op.state == Op.SUBMITTED:
@@ -177,6 +191,18 @@ def safe_now(op) -> str:
             return (
                 "Do not retry until the integration's owner has fixed the credentials; then "
                 "retry. If every request fails like this, pause the integration."
+            )
+        if kind == "internal":
+            return (
+                "Tell the maintainer: this is an error inside Handover, not the answer of "
+                f"{system}. Nothing was sent, so once the cause is fixed a retry (same "
+                "idempotency key) cannot duplicate anything."
+            )
+        if kind == "throttled":
+            return (
+                f"Wait until {system} accepts calls again (ask its owner how fast Handover may "
+                "call, and set the integration's rate), then retry: nothing was accepted, so "
+                "the same idempotency key cannot duplicate it."
             )
         return (
             f"Retry: {system} never accepted the request, so a retry with the same idempotency "
@@ -298,6 +324,13 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
             op.state == Op.CONFIRMED and op.action == "crm.create_enquiry"
         ):
             safe.append(f"{action_label(op.action)}: {safe_now(op)}")
+    if enquiry.receipt_pending and enquiry.receipt_failures:
+        safe.insert(
+            0,
+            f"Its receipt work failed {enquiry.receipt_failures} time(s) inside Handover "
+            f"(nothing was sent anywhere): {enquiry.receipt_error[:300]}. Fix the cause, then run "
+            "python manage.py recover; see the runbook.",
+        )
     if state == S.READY_FOR_REVIEW:
         safe.insert(0, "Review it: approve, edit (a new revision), request information or reject.")
     elif state == S.NEEDS_INFORMATION:
@@ -320,9 +353,10 @@ RUNBOOKS = {
     "appointments-stale": "Appointment slots stale or unreadable",
     "needs-information": "Waiting for the customer's information",
     "unresolved-classification": "Classification unresolved",
-    "receipt-pending": "Receipts not taken up by a worker",
+    "receipt-pending": "Receipts not taken up by a worker, or failing",
     "pause-procedure": "Pausing and resuming an integration",
     "throttled": "Throttled by a destination (429 / Retry-After)",
+    "internal-error": "An error inside Handover (not the destination)",
     "queue-owners": "Who owns which queue",
 }
 
@@ -337,6 +371,10 @@ def runbook_for_operation(op) -> str | None:
             return "throttled"  # asked to wait, not failed (ledger.limits)
         return None
     kind = _failure_kind(op)
+    if kind == "internal":
+        return "internal-error"
+    if kind == "throttled":
+        return "throttled"
     if op.action == "appointments.read":
         return "appointments-stale"
     if op.attention == "access_denied" or op.action == "documents.extract":
@@ -360,6 +398,8 @@ def runbook_for_enquiry(enquiry, operations=()) -> str | None:
     never names two for one situation."""
     if enquiry.state == S.NEEDS_INFORMATION:
         return "needs-information"
+    if enquiry.receipt_pending and enquiry.receipt_failures:
+        return "receipt-pending"
     if enquiry.state in (S.SUBMISSION_UNKNOWN, S.SUBMITTED, S.APPROVED):
         for op in reversed(list(operations)):
             if op.action == "crm.create_enquiry" and op.state in (Op.UNKNOWN, Op.FAILED):

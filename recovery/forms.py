@@ -11,6 +11,7 @@ from django.core.validators import URLValidator
 from intake.models import Category
 from intake.visible import has_visible_text
 from ledger.kinds import URL_SCHEMES
+from ledger.limits import RateFormField
 from ledger.models import Integration
 from recovery import messages as said
 from recovery.durations import SecondsField
@@ -238,7 +239,8 @@ HELP = {
     "max_age_seconds": "How old the slots on a review page may be before they are read again. "
     "Older slots are shown as stale, never as current.",
     "max_requests_per_second": "For every worker on every machine together: writes, look-ups "
-    "and reads alike. Empty: no limit. A released backlog drains at this rate.",
+    "and reads alike: a plain decimal from 0.01 to 10000, such as 25 or 0.5. Empty or 0: no "
+    "limit. A released backlog drains at this rate.",
     "max_in_flight": "Calls waiting for this destination's answer at once. Empty: no limit.",
 }
 
@@ -254,7 +256,10 @@ class IntegrationForm(forms.ModelForm):
         fields = INTEGRATION_FIELDS
         labels = LABELS
         widgets = {"token": forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})}
-        field_classes = {"base_url": forms.CharField}  # the scheme is checked in __init__
+        field_classes = {
+            "base_url": forms.CharField,  # the scheme is checked in __init__
+            "max_requests_per_second": RateFormField,  # ledger.limits.parse_rate's rule
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -133,6 +133,9 @@ DURATION_OVER_A_YEAR = _("“%(text)s” is more than a year: is the unit right?
 
 # --- the drill page (recovery.drill.views) ------------------------------------------------------
 CONCLUSION_REQUIRED = _("Write what you concluded: it is kept with the report.")
+DRILL_RUN_INVALID = _(
+    "Choose the drill run from this page: the run sent was not a run number. Nothing was recorded."
+)
 CONCLUSION_RECORDED = _("Your conclusion is recorded with the drill report.")
 
 # --- appointment slots (recovery.views.slots) -------------------------------------------------

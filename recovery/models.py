@@ -17,6 +17,7 @@ class Queue(models.TextChoices):
     UNRESOLVED = "unresolved_classification", "Classification unresolved"
     PAUSED = "paused_backlog", "Paused integration backlog"
     REVIEW = "ready_for_review", "Ready for review"
+    RECEIPT_FAILING = "receipt_failing", "Receipt work failing"
 
 
 class ResponsePolicy(models.Model):

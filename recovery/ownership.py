@@ -12,6 +12,7 @@ from django.db.models import Case, F, Q, Value, When
 
 from intake.models import EnquiryState
 from ledger.models import Op
+from ledger.receipt import FAILURES_FOR_A_PERSON
 from recovery.models import Queue, ResponsePolicy
 
 
@@ -35,6 +36,8 @@ def operation_queue(op) -> str | None:
 
 
 def enquiry_queue(enquiry) -> str | None:
+    if enquiry.receipt_pending and enquiry.receipt_failures >= FAILURES_FOR_A_PERSON:
+        return Queue.RECEIPT_FAILING
     if enquiry.state in (EnquiryState.NEEDS_INFORMATION, EnquiryState.SUBMISSION_UNKNOWN):
         return enquiry.state
     if enquiry.state == EnquiryState.READY_FOR_REVIEW:

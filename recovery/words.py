@@ -21,6 +21,8 @@ OUTCOMES = {
     "uncertain": "no answer (may have happened)",
     "invalid": "refused as invalid",
     "auth": "refused our credentials",
+    "internal": "error inside Handover",
+    "throttled": "asked to wait (429)",
     "found": "record found",
     "not_found": "no record found",
     "duplicate": "more than one record found",
@@ -97,6 +99,8 @@ GROUP_ATTENTION = {
     "smtp_no_reply": "sent, relay never replied",
     "payload_mismatch": "payload changed after approval",
     "unresolved": "no usable suggestion",
+    "internal_error": "error inside Handover",
+    "throttled_too_often": "throttled too often",
 }
 
 

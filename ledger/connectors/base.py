@@ -11,18 +11,26 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger import storable
+
 
 class ErrorKind(enum.StrEnum):
     TRANSIENT = "transient"  # never sent or refused before being acted on: retry with backoff
     UNCERTAIN = "uncertain"  # sent, no answer: the destination may have acted; reconcile
     INVALID = "invalid"  # refused as it is: do not retry, a person reads the message
     AUTH = "auth"  # our credentials were refused: do not retry, the owner is told
+    # An error inside Handover's own code before anything was sent: not the destination's
+    # outcome. Not retried by itself; a person (the maintainer) looks, then retries safely.
+    INTERNAL = "internal"
 
 
 class ConnectorError(Exception):
     """``attention``: for an uncertain outcome that no look-up can settle, why a person must
     look instead (an ``ATTENTION`` code); ``evidence``: what the destination did say (an ID it
-    returned), kept on the operation for that person."""
+    returned), kept on the operation for that person.
+
+    What a destination said (message, body, evidence) is made storable here, once, for every
+    connector (ledger.storable: a NUL or a lone surrogate would stop PostgreSQL storing it)."""
 
     def __init__(
         self,
@@ -35,13 +43,14 @@ class ConnectorError(Exception):
         evidence: dict | None = None,
         retry_after: float | None = None,
     ):
+        message = storable.text(message)
         super().__init__(message)
         self.kind = ErrorKind(kind)
         self.message = message
         self.status = status
-        self.body = body
+        self.body = storable.text(body)
         self.attention = attention
-        self.evidence = evidence or {}
+        self.evidence = storable.data(evidence or {})
         # Seconds the destination asked us to wait (429, or 503 with Retry-After): a throttle,
         # not a failure. The engine waits it out without spending the retry budget.
         self.retry_after = retry_after
@@ -63,6 +72,11 @@ class CallResult:
     body: str = ""
     result: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self):
+        self.external_id = storable.text(self.external_id)
+        self.body = storable.text(self.body)
+        self.result = storable.data(self.result)
+
 
 @dataclass
 class LookupResult:
@@ -81,6 +95,11 @@ class LookupResult:
     failed: str = ""
     status: int | None = None
     body: str = ""
+
+    def __post_init__(self):
+        self.found = storable.data(self.found)
+        self.failed = storable.text(self.failed)
+        self.body = storable.text(self.body)
 
     @property
     def external_ids(self) -> list[str]:

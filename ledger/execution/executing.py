@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import effects, failpoints, journal, limits
+from ledger import effects, failpoints, http, journal, limits
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
 from ledger.execution.locking import lock_operation
 from ledger.execution.outcomes import (
@@ -21,6 +21,7 @@ from ledger.execution.outcomes import (
     finish_attempt,
     hold,
     needs_person,
+    throttled_in_a_row,
     to_unknown,
     wait_until,
 )
@@ -59,18 +60,41 @@ def _call(op, attempt, shortcut, scope) -> str:
     actor = worker_actor()
     if shortcut is not None:
         return record_success(op.pk, attempt, shortcut, actor=actor, outcome="skipped")
-    connector = connector_for(op)
+    started = http.requests_started()
     try:
+        connector = connector_for(op)
         with limits.using(scope):
             result = connector.call(op)
     except ConnectorError as exc:
         return record_failure(op.pk, attempt, exc, actor=actor)
-    except Exception as exc:  # a bug, not a destination answer: we cannot say it was not sent
-        logger.exception("connector crashed on %s", op.pk)
-        error = ConnectorError(ErrorKind.UNCERTAIN, f"connector error: {exc!r}")
-        return record_failure(op.pk, attempt, error, actor=actor)
+    except Exception as exc:
+        # A crash inside Handover's own code, never the destination's answer. Before any
+        # request went out nothing was sent: internal, for a person. After one went out the
+        # destination may have acted: uncertain, reconciled, and still said to be ours.
+        logger.exception("error inside Handover while calling for %s", op.pk)
+        return record_failure(
+            op.pk,
+            attempt,
+            internal_error(exc, sent=http.requests_started() != started),
+            actor=actor,
+        )
     failpoints.hit("after_call_succeeded")
     return record_success(op.pk, attempt, result, actor=actor)
+
+
+def internal_error(exc, *, sent: bool) -> ConnectorError:
+    what = f"{type(exc).__name__}: {exc}"[:500]
+    if not sent:
+        return ConnectorError(
+            ErrorKind.INTERNAL, f"error inside Handover before anything was sent ({what})"
+        )
+    error = ConnectorError(
+        ErrorKind.UNCERTAIN,
+        f"error inside Handover after the request was sent ({what}); the destination may "
+        "have acted",
+    )
+    error.internal = True
+    return error
 
 
 def claim(op_id):
@@ -190,13 +214,13 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
                 evidence={"error": error.message[:500]},
             )
             return "late failure"
-        op.last_error_class = error.kind.value
+        op.last_error_class = "internal" if getattr(error, "internal", False) else error.kind.value
         op.last_error_message = error.message[:2000]
         op.last_error_status = error.status
         clear_lease(op)
         kind = error.kind
         if throttled:
-            return _throttled(op, error, actor)
+            return _throttled(op, enquiry, error, actor)
         if kind is ErrorKind.TRANSIENT:
             budget, backoff = retry_budget(op)
             if op.budget_used < budget:
@@ -225,6 +249,13 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         if kind is ErrorKind.UNCERTAIN:
             to_unknown(op, enquiry, actor, f"no answer: {error.message[:300]}")
             return "unknown"
+        if kind is ErrorKind.INTERNAL:
+            # Nothing was sent; a retry cannot duplicate anything, but the same code would
+            # fail the same way: the maintainer looks first. The retry budget is untouched.
+            op.budget_used = max(op.budget_used - 1, 0)
+            fail_operation(op, enquiry, actor, "internal_error", error.message, owner=True)
+            op.save()
+            return "failed (internal error)"
         if kind is ErrorKind.AUTH:
             attention = "access_denied" if op.action == "documents.extract" else "auth"
             fail_operation(op, enquiry, actor, attention, error.message, owner=True)
@@ -250,14 +281,30 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         return "failed (invalid)"
 
 
-def _throttled(op, error: ConnectorError, actor) -> str:
+def _throttled(op, enquiry, error: ConnectorError, actor) -> str:
     """The destination asked us to wait: not a failure. Its integration is throttled until
     then (no worker sends to it before), and this operation comes back then, the call it just
     made not counted against its retry budget. With no status, nothing was sent: our own limit
     gave the request no turn in time (ledger.limits.before_request); it simply comes back."""
     op.budget_used = max(op.budget_used - 1, 0)
     op.last_error_class = "throttled" if error.status is not None else "not_sent"
+    cap = limits.max_throttled_in_a_row()
+    in_a_row = throttled_in_a_row(op) if error.status is not None else 0
     until = wait_until(op, error, actor)
+    if in_a_row >= cap:
+        # Waiting is the destination's to decide, but not for ever: a person looks (the
+        # integration stays throttled until the time it named, for every other operation).
+        fail_operation(
+            op,
+            enquiry,
+            actor,
+            "throttled_too_often",
+            f"{op.integration or 'the destination'} answered {error.status} (wait) {in_a_row} "
+            f"times in a row; last: {error.message[:200]}",
+            owner=True,
+        )
+        op.save()
+        return "failed (throttled too often)"
     if op.integration is not None and error.status is None:
         # No status: our own limit gave no turn in time; the destination said nothing.
         local = timezone.localtime(until)

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ledger import effects, journal, limits
+from ledger import effects, journal, limits, storable
 from ledger.connectors.base import CallResult, ConnectorError
 from ledger.models import Attempt
 from ledger.policies import policy_for
@@ -28,11 +28,13 @@ def finish_attempt(attempt, *, outcome, status=None, body="", error=None):
         "ended_at": timezone.now(),
         "outcome": outcome,
         "response_status": status,
-        "response_body": (body or "")[:BODY_LIMIT],
+        # Cleaned here too: every attempt record passes through this one function.
+        "response_body": storable.text(body, BODY_LIMIT),
     }
     if error is not None:
-        fields["error_class"] = error.kind.value
-        fields["error_message"] = error.message[:2000]
+        internal = getattr(error, "internal", False)
+        fields["error_class"] = "internal" if internal else error.kind.value
+        fields["error_message"] = storable.text(error.message, 2000)
     for name, value in fields.items():
         setattr(attempt, name, value)
     if attempt._state.adding:
@@ -86,6 +88,16 @@ def wait_until(op, error: ConnectorError, actor):
             evidence={"operation": str(op.pk), "status": error.status},
         )
     return until
+
+
+def throttled_in_a_row(op) -> int:
+    """The destination's throttled answers to this operation's latest attempts, in a row."""
+    count = 0
+    for outcome in op.attempts.order_by("-number").values_list("outcome", flat=True)[:200]:
+        if outcome != "throttled":
+            break
+        count += 1
+    return count
 
 
 def fail_operation(op, enquiry, actor, attention, message, *, owner):

@@ -21,6 +21,7 @@ from ledger.execution.outcomes import (
     finish_attempt,
     needs_person,
     schedule_reconcile,
+    throttled_in_a_row,
     wait_until,
 )
 from ledger.kinds import connector_for
@@ -97,8 +98,16 @@ def reconcile(op_id) -> Lookup:
         except ConnectorError as exc:
             found, error = None, exc
         except Exception as exc:
-            logger.exception("lookup crashed on %s", op.pk)
-            found, error = None, ConnectorError(ErrorKind.UNCERTAIN, f"lookup error: {exc!r}")
+            # Ours, not the destination's answer: the look-up settled nothing.
+            logger.exception("error inside Handover during the look-up for %s", op.pk)
+            found, error = (
+                None,
+                ConnectorError(
+                    ErrorKind.UNCERTAIN,
+                    f"error inside Handover during the look-up ({type(exc).__name__}: {exc})"[:600],
+                ),
+            )
+            error.internal = True
         return record_lookup(
             op.pk, found, error, actor=actor, started=started, seen_attempts=op.attempt_count
         )
@@ -143,13 +152,24 @@ def record_lookup(
             )
             op.last_error_class = "throttled"
             op.last_error_message = f"lookup: {error.message}"[:2000]
-            schedule_reconcile(op, actor=actor, at=wait_until(op, error, actor))
+            until = wait_until(op, error, actor)
+            in_a_row = throttled_in_a_row(op) if error.status is not None else 0
+            if in_a_row >= limits.max_throttled_in_a_row():
+                needs_person(
+                    op,
+                    actor,
+                    "throttled_too_often",
+                    f"the look-up was answered {error.status} (wait) {in_a_row} times in a row",
+                )
+                return Lookup.THROTTLED
+            schedule_reconcile(op, actor=actor, at=until)
             return Lookup.THROTTLED
         if error is not None:
             finish_attempt(
                 attempt, outcome="lookup_failed", status=error.status, body=error.body, error=error
             )
-            op.last_error_class = error.kind.value
+            internal = getattr(error, "internal", False)
+            op.last_error_class = "internal" if internal else error.kind.value
             op.last_error_message = f"lookup: {error.message}"[:2000]
             op.last_error_status = error.status
             needs_person(op, actor, "lookup_failed", f"lookup failed: {error.message[:300]}")

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from intake.models import Enquiry
-from ledger import journal, limits
+from ledger import journal, limits, storable
 from ledger import messages as said
 from ledger.models import Integration, Op, Operation
 from ledger.queueing import EXECUTE, batched, enqueue
@@ -81,7 +81,8 @@ def check_integration(name, *, actor) -> list[str]:
 
     require_permission(actor, "ledger.pause_integration")
     row = integration(name)
-    problems = kind_of(row).check(row)
+    # Made storable (ledger.storable): a problem quotes the destination, which may hold a NUL.
+    problems = [storable.text(p) for p in kind_of(row).check(row)]
     journal.record(
         row,
         "ledger.integration.checked",

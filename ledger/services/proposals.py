@@ -3,6 +3,8 @@ review, approved and enqueued), the receipt's work, and the answers to intake's 
 
 from __future__ import annotations
 
+import hashlib
+
 from django.utils import timezone
 
 from intake.models import Document
@@ -18,9 +20,17 @@ BY_POLICY = "approved by policy (no review needed)"
 
 
 def _operation_key(enquiry, action, revision, detail="") -> str:
-    if detail:
-        return f"{enquiry.pk}:{action}:{detail}:r{revision}"
-    return Operation.make_key(enquiry.pk, action, revision)
+    """The operation's idempotency key. ``detail`` comes from the sender (a document's id and
+    version, up to 241 characters by docs/intake.md): when the whole key would not fit the
+    column, the detail is replaced by its digest, so every key fits whatever was sent. Keys
+    that fit are written as they always were (stored operations are found by them)."""
+    if not detail:
+        return Operation.make_key(enquiry.pk, action, revision)
+    key = f"{enquiry.pk}:{action}:{detail}:r{revision}"
+    if len(key) <= Operation.KEY_MAX_LENGTH:
+        return key
+    digest = hashlib.sha256(detail.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{enquiry.pk}:{action}:sha256-{digest}:r{revision}"
 
 
 def _operation_fields(enquiry, action, payload, revision, integrations=None) -> dict:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revision, Suggestion
 from ledger import journal
 from ledger.models import Attempt, Integration, Operation, payload_hash
+from ledger.receipt import FAILURES_FOR_A_PERSON
 from recovery.demo import steps as on
 from recovery.demo.stories import POLICIES, STORIES
 from recovery.models import ResponsePolicy
@@ -63,6 +64,12 @@ class Player:
             handlers[type(step)](step)
         if self.story.owner:
             Enquiry.objects.filter(pk=self.enquiry.pk).update(owner=self.users[self.story.owner])
+        if self.story.receipt_error:
+            Enquiry.objects.filter(pk=self.enquiry.pk).update(
+                receipt_pending=True,
+                receipt_failures=FAILURES_FOR_A_PERSON,
+                receipt_error=self.story.receipt_error,
+            )
         return self.enquiry
 
     def receive(self):

@@ -28,6 +28,7 @@ class Story:
     review_outcome: str = ""  # set after the walk, beside the general rule (play.finish)
     deliveries: int = 1  # how many times the signed event arrived
     conflicting_delivery: bool = False  # the same event ID arrived again with another body
+    receipt_error: str = ""  # its receipt work failed this way, often enough for the queue
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,16 @@ REVIEW = (
         hours_ago=0.05,
         steps=(Step(0.1, "validate", reason="signed event accepted"),),
     ),
+    # Received, and its receipt work keeps failing inside Handover: a row for a person.
+    Story(
+        "Fly-tipping photos",
+        "R. Okafor",
+        "r.okafor@example.org",
+        "Rubbish dumped behind the garages again, photos attached.",
+        hours_ago=0.3,
+        steps=(Step(0.1, "validate", reason="signed event accepted"),),
+        receipt_error="DataError: value too long for type character varying(200)",
+    ),
 )
 
 # Delivering, delivered, undone, rejected, held.

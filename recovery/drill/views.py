@@ -13,7 +13,12 @@ REVIEW_PERMISSION = "recovery.review_drillrun"
 def drill_page(request):
     if request.method == "POST":
         require(request.user, REVIEW_PERMISSION, "record a conclusion on a drill run")
-        run = get_object_or_404(DrillRun, pk=request.POST.get("run") or 0)
+        chosen = (request.POST.get("run") or "").strip()
+        # ASCII digits only, within PostgreSQL's integer: int() also reads '٣' and '1_000'.
+        if not (chosen.isascii() and chosen.isdigit() and 0 < int(chosen) < 2**31):
+            messages.error(request, said.DRILL_RUN_INVALID)
+            return _page(request, status=400)
+        run = get_object_or_404(DrillRun, pk=int(chosen))
         conclusion = (request.POST.get("conclusion") or "").strip()
         if not conclusion:
             messages.error(request, said.CONCLUSION_REQUIRED)
@@ -21,6 +26,10 @@ def drill_page(request):
             DrillConclusion.objects.create(run=run, reviewer=request.user, conclusion=conclusion)
             messages.success(request, said.CONCLUSION_RECORDED)
         return redirect("recovery:drill")
+    return _page(request)
+
+
+def _page(request, status=200):
     runs = list(DrillRun.objects.prefetch_related("conclusions__reviewer")[:6])
     run = runs[0] if runs else None
     return render(
@@ -32,4 +41,5 @@ def drill_page(request):
             "failed": (run.cases_total - run.cases_passed) if run else 0,
             "can_review": request.user.has_perm(REVIEW_PERMISSION),
         },
+        status=status,
     )

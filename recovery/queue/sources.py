@@ -1,8 +1,9 @@
 """What is in the queue, with which columns, state and due time: the one description of it.
 
 Four sources of work: operations unknown or failed; enquiries that need information, or whose
-submission is unknown with no open operation of their own; enquiries waiting for review with
-no category (the suggester was unsure); paused integrations. Each is read in branches that
+submission is unknown with no open operation of their own, or whose receipt work keeps
+failing; enquiries waiting for review with no category (the suggester was unsure); paused
+integrations. Each is read in branches that
 share one response policy (operations per state and integration, enquiries per queue, each
 paused integration alone), and every branch is one short SELECT of identically shaped rows
 (kind, key, queue, since, owner, integration, customer-affecting, due, overdue, last attempt).
@@ -32,6 +33,7 @@ from django.utils import timezone
 from intake.models import EnquiryState
 from ledger.models import Integration, Op
 from ledger.policies import POLICIES
+from ledger.receipt import FAILURES_FOR_A_PERSON
 from recovery.models import Queue
 from recovery.queue.filters import SORTS, Filters
 from recovery.queue.policies import Policies
@@ -72,6 +74,16 @@ ENQUIRY_QUEUES = [
         Queue.UNRESOLVED,
         "state = %s AND category_id IS NULL",
         [EnquiryState.READY_FOR_REVIEW],
+        1,
+        False,
+    ),
+    # Received, answered 202, and its receipt work keeps failing (ledger.receipt): no
+    # acknowledgement, no suggestion. Read through intake's partial index
+    # enquiry_receipt_pending (a handful of rows at any time).
+    (
+        Queue.RECEIPT_FAILING,
+        "receipt_pending AND receipt_failures >= %s",
+        [FAILURES_FOR_A_PERSON],
         1,
         False,
     ),

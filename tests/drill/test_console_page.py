@@ -90,3 +90,16 @@ def test_an_empty_conclusion_is_refused(client, make_user):
     client.force_login(make_user("admin"))
     client.post(URL, {"run": run.pk, "conclusion": "  "})
     assert not DrillConclusion.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("run", ["abc", "٣", "²", "1_000", "-1", "0", "99999999999", ""])
+def test_a_run_that_is_not_a_run_number_is_refused_clearly(client, make_user, run):
+    made = make_run()
+    client.force_login(make_user("admin"))
+    response = client.post(URL, {"run": run, "conclusion": "looked at it"})
+    assert response.status_code == 400
+    assert "not a run number" in response.content.decode()
+    assert not DrillConclusion.objects.exists()
+    # The page still shows the latest run to conclude on.
+    assert made.ran_by in response.content.decode()

@@ -152,6 +152,13 @@ bodies = st.one_of(
     st.binary(max_size=200),
     st.just(b'{"message": "hi", "email": "a@example.org", "consent": true'),  # truncated
     st.just(b"[" * 5000),  # deep nesting
+    # issue 26: valid JSON nested 1,000 deep (said to be too deep, not "not JSON")
+    st.just(
+        b'{"message": "hi", "consent": true, "email": "a@b.org", "documents": '
+        + b"[" * 1000
+        + b"]" * 1000
+        + b"}"
+    ),
 )
 timestamps = st.one_of(
     st.just("now"),
@@ -172,7 +179,18 @@ header_sets = st.fixed_dictionaries(
         "webhook-id": header_text,
         "webhook-timestamp": timestamps,
         "webhook-signature": signatures,
-        "content-type": st.sampled_from(["application/json", "text/plain", "", "a/b+json"])
+        "content-type": st.sampled_from(
+            [
+                "application/json",
+                "text/plain",
+                "",
+                "a/b+json",
+                # issue 26: a form declared, with and without its boundary
+                "multipart/form-data",
+                "multipart/form-data; boundary=xyz",
+                "application/x-www-form-urlencoded",
+            ]
+        )
         | header_text,
     },
 )
@@ -270,3 +288,58 @@ def test_malformed_input_never_gets_a_5xx(
     if status == 200:
         assert after == before  # a repeat stores nothing new
     assert after["events"] == after["enquiries"] == after["revisions"]
+
+
+# --- the same event, re-serialised (docs/intake.md, "The same event") ---------------------------
+
+
+def _reserialised(value, form):
+    """``value`` with every string in Unicode ``form`` and every object's keys reversed."""
+    import unicodedata
+
+    if isinstance(value, str):
+        return unicodedata.normalize(form, value)
+    if isinstance(value, dict):
+        return {_reserialised(k, form): _reserialised(v, form) for k, v in reversed(value.items())}
+    if isinstance(value, list):
+        return [_reserialised(v, form) for v in value]
+    return value
+
+
+@settings(
+    max_examples=max(EXAMPLES // 10, 20),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    payload=valid_payloads,
+    form=st.sampled_from(["NFC", "NFD"]),
+    ascii_only=st.booleans(),
+    indent=st.sampled_from([None, 2]),
+)
+def test_the_same_event_reserialised_is_answered_as_a_repeat(
+    client, payload, form, ascii_only, indent
+):
+    first_body = encode(payload, True)
+    msg_id = f"msg_{uuid.uuid4().hex}"
+    first = client.generic(
+        "POST",
+        "/intake/events/website/",
+        first_body,
+        content_type="application/json",
+        headers=signed_headers(first_body, SECRET, msg_id),
+    )
+    if first.status_code != 202:
+        return
+    again = json.dumps(_reserialised(payload, form), ensure_ascii=ascii_only, indent=indent).encode(
+        "utf-8", "surrogatepass"
+    )
+    second = client.generic(
+        "POST",
+        "/intake/events/website/",
+        again,
+        content_type="application/json",
+        headers=signed_headers(again, SECRET, msg_id),
+    )
+    assert second.status_code == 200, (again, second.content)
+    assert second.json()["reference"] == first.json()["reference"]

@@ -26,9 +26,9 @@ NOW = datetime(2030, 1, 2, 14, 0, 0, tzinfo=UTC)
     [
         ("3", 3.0),
         (" 120 ", 120.0),
-        ("0", 0.0),
+        ("0", 1.0),  # at least LIMITS_MIN_RETRY_AFTER: "0" would mean asking again at once
         ("Wed, 02 Jan 2030 14:00:30 GMT", 30.0),
-        ("Wed, 02 Jan 2030 13:59:00 GMT", 0.0),  # already past: no wait
+        ("Wed, 02 Jan 2030 13:59:00 GMT", 1.0),  # already past: the floor
         ("Wed, 02 Jan 2030 14:00:10 -0000", 10.0),  # no zone claimed: read as UTC
         ("99999999", 3600.0),  # capped at LIMITS_MAX_RETRY_AFTER
     ],

@@ -6,8 +6,8 @@ from django.db import transaction
 from django_q.models import OrmQ
 
 from intake import signals
-from intake.models import Document
-from ledger import receipt, services
+from intake.models import Document, Enquiry, Revision
+from ledger import receipt, services, sweeper, tasks
 from ledger.models import JournalEntry, Op, Operation
 from ledger.queueing import RECEIPT, live_tasks
 from ledger.services import proposals
@@ -157,3 +157,91 @@ def test_receipt_work_runs_in_workers(make_enquiry, integrations, sandbox, run_q
     assert set(Operation.objects.values_list("state", flat=True)) == {Op.CONFIRMED}
     assert enquiry.suggestions.count() == 1
     assert sandbox.stats()["notify"]["by_reference"] == {enquiry.reference: 1}
+
+
+# --- keys that fit whatever the sender sends; receipts that keep failing reach a person ---------
+
+
+def test_receipt_of_the_longest_document_id_and_version_fits_its_key(make_enquiry, integrations):
+    # docs/intake.md allows an id of 200 characters and a version of 40: the key
+    # "<uuid>:documents.extract:<id>@v<version>:r1" would be 275 characters.
+    enquiry = make_enquiry(receipt_pending=True)
+    long_id, long_version = "d" * 200, "9" * 40
+    Document.objects.create(enquiry=enquiry, document_id=long_id, version=long_version)
+    Document.objects.create(enquiry=enquiry, document_id="lease", version="2")
+    assert receipt.take_up(enquiry.pk)
+    extracts = {
+        op.payload["document_id"]: op
+        for op in Operation.objects.filter(enquiry=enquiry, action="documents.extract")
+    }
+    assert set(extracts) == {long_id, "lease"}
+    long_key = extracts[long_id].idempotency_key
+    assert len(long_key) <= Operation.KEY_MAX_LENGTH
+    assert long_id not in long_key and long_key.startswith(f"{enquiry.pk}:documents.extract:")
+    # Keys that fit are written as before (stored operations are found by them).
+    assert extracts["lease"].idempotency_key == f"{enquiry.pk}:documents.extract:lease@v2:r1"
+    # The same document makes the same key: proposing again adds nothing.
+    with transaction.atomic():
+        again = services.propose_receipt_work(enquiry)
+    assert long_key in {op.idempotency_key for op in again}
+    assert Operation.objects.filter(enquiry=enquiry).count() == 4
+
+
+def _unproposable_enquiry(make_enquiry):
+    # Validated, as intake leaves it, with an attachment list no Document row can hold (an id
+    # past the column): its receipt work fails inside Handover every time it is taken up.
+    enquiry = Enquiry.objects.create(
+        source="website",
+        email="resident@example.org",
+        message="My bin was not collected",
+        receipt_pending=True,
+        documents=[{"id": "x" * 250, "version": "1"}],
+    )
+    Revision.objects.create(enquiry=enquiry, number=1, fields={"message": enquiry.message})
+    with transaction.atomic():
+        enquiry.validate(actor="system:test", reason="valid")
+        enquiry.save()
+    return enquiry
+
+
+def test_receipt_that_keeps_failing_is_a_queue_item_with_an_owner(
+    make_enquiry, integrations, make_user
+):
+    from recovery.models import Queue, ResponsePolicy
+    from recovery.ownership import enquiry_queue
+    from recovery.queue.sources import all_rows
+
+    owner = make_user("coordinator", username="receipt-owner")
+    ResponsePolicy.objects.create(queue=Queue.RECEIPT_FAILING, owner=owner)
+    enquiry = _unproposable_enquiry(make_enquiry)
+    for _ in range(receipt.FAILURES_FOR_A_PERSON - 1):
+        report = sweeper.sweep(actor=services.LEDGER)
+        assert report.receipts_failed == [str(enquiry.pk)]
+    assert not [r for r in all_rows() if r["q_key"] == enquiry.reference]
+    sweeper.sweep(actor=services.LEDGER)
+
+    enquiry.refresh_from_db()
+    assert enquiry.receipt_pending
+    assert enquiry.receipt_failures == receipt.FAILURES_FOR_A_PERSON
+    assert "DataError" in enquiry.receipt_error
+    rows = [r for r in all_rows() if r["q_key"] == enquiry.reference]
+    assert len(rows) == 1
+    assert rows[0]["q_queue"] == Queue.RECEIPT_FAILING and rows[0]["q_owner"] == owner.pk
+    assert enquiry_queue(enquiry) == Queue.RECEIPT_FAILING
+    entries = JournalEntry.objects.filter(enquiry=enquiry, action="ledger.receipt.failing")
+    assert entries.count() == 1  # journalled once, when it entered the queue
+    assert not Operation.objects.filter(enquiry=enquiry).exists()  # nothing half-proposed
+
+
+def test_receipt_task_that_fails_is_counted_and_a_later_success_clears_it(
+    make_enquiry, integrations
+):
+    enquiry = _unproposable_enquiry(make_enquiry)
+    assert tasks.take_up_receipt(str(enquiry.pk)) is False
+    enquiry.refresh_from_db()
+    assert enquiry.receipt_failures == 1 and enquiry.receipt_error
+    Enquiry.objects.filter(pk=enquiry.pk).update(documents=[{"id": "fixed", "version": "1"}])
+    assert tasks.take_up_receipt(str(enquiry.pk)) is True
+    enquiry.refresh_from_db()
+    assert not enquiry.receipt_pending
+    assert (enquiry.receipt_failures, enquiry.receipt_error) == (0, "")

@@ -283,3 +283,25 @@ def test_the_appointments_maximum_age_is_edited_there_only_and_bounded(
     assert Integration.objects.get(pk=row.pk).max_age_seconds == 600.0
     [entry] = changes()
     assert entry.evidence["max_age_seconds"] == {"from": 300.0, "to": 600.0}
+
+
+BAD_RATES = ["1e-12", "1e-300", "5e-324", "٣", "1_000", "inf", "nan", "-1", "0.001", "20000"]
+
+
+@pytest.mark.parametrize("rate", BAD_RATES)
+def test_a_rate_outside_the_rule_is_refused_on_the_form(crm, client_for, rate):
+    response = client_for("admin").post(URL, form_data(crm, max_requests_per_second=rate))
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "calls per second" in page  # the rule, said on the field
+    assert Integration.objects.get(pk=crm.pk).max_requests_per_second is None
+    assert not changes().exists()
+
+
+@pytest.mark.parametrize(("rate", "stored"), [("25", 25.0), ("0.5", 0.5), ("0", None), ("", None)])
+def test_a_rate_within_the_rule_is_saved(crm, client_for, rate, stored):
+    Integration.objects.filter(pk=crm.pk).update(max_requests_per_second=7.0)
+    crm.refresh_from_db()
+    response = client_for("admin").post(URL, form_data(crm, max_requests_per_second=rate))
+    assert response.status_code == 302
+    assert Integration.objects.get(pk=crm.pk).max_requests_per_second == stored

@@ -85,3 +85,30 @@ def test_the_reported_values_are_refused_or_ignored(world):
     )
     assert response.status_code == 400
     assert snapshot() == before
+
+
+def test_the_values_of_round_three_are_refused_or_bounded(world):
+    """Issue 26, items 4, 7 and 8: each refused or bounded with a message, never a 500."""
+    from recovery.models import DrillRun
+
+    client = _client(world)
+    if DrillRun.objects.exists():
+        response = client.post(
+            "/console/drill/",
+            "run=abc&conclusion=looked",
+            content_type="application/x-www-form-urlencoded",
+        )
+        assert response.status_code == 400
+        assert "not a run number" in response.content.decode()
+    words = "+".join(["w"] * 5000)
+    response = client.get(f"/admin/intake/enquiry/?q={words}")
+    assert response.status_code == 200
+    assert "too long to run" in response.content.decode()
+    before = snapshot()
+    response = client.post(
+        "/console/integrations/crm/settings/",
+        "max_requests_per_second=5e-324&reason=tuning",
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code in (400, 403)
+    assert snapshot() == before

@@ -229,10 +229,17 @@ ODD_VALUES = {
     "invalid byte": "%FF",
     "negative": "-1",
     "very long": "x" * 5000,
+    # issue 26: digits float() and int() read ("٣", "1_000"), a rate that overflows, a word
+    # that is not a number, a search of thousands of words.
+    "arabic-indic three": "%D9%A3",
+    "underscored": "1_000",
+    "tiny float": "5e-324",
+    "not a number": "abc",
+    "many words": "w+" * 2500,
 }
 # Values worth sending one parameter at a time (a 400 or redirect for one parameter must not
 # hide a 500 for another); NUL is refused for the whole request whichever name carries it.
-ODD_ONE_BY_ONE = ("superscript two", "huger number")
+ODD_ONE_BY_ONE = ("superscript two", "huger number", "not a number")
 ODD_IN_PATHS = ("superscript two", "NUL", "huger number", "lone surrogate", "very long")
 # Names every view is sent, beside those its own page shows in links and forms.
 COMMON_NAMES = (

@@ -1,0 +1,81 @@
+"""A crash inside Handover's own code is an internal error, never the destination's outcome:
+before any request went out nothing was sent (failed, for a person, budget untouched); after
+one went out the destination may have acted (unknown, reconciled), and the console says whose
+error it was. (ledger.http.send is patched here, the one place unit tests may.)"""
+
+import pytest
+from django.urls import reverse
+
+from ledger import http, tasks
+from ledger.models import Attempt, Op
+from recovery import explain
+from tests.ledger.conftest import crm_records
+
+
+def test_a_crash_before_sending_is_internal_and_nothing_is_sent(
+    approved_enquiry, sandbox, monkeypatch, make_user, client
+):
+    def crash(*args, **kwargs):
+        raise KeyError("id")
+
+    monkeypatch.setattr(http, "send", crash)
+    enquiry, op = approved_enquiry()
+    assert tasks.execute_operation(str(op.pk)) == "failed (internal error)"
+    op.refresh_from_db()
+    assert (op.state, op.attention, op.last_error_class) == (
+        Op.FAILED,
+        "internal_error",
+        "internal",
+    )
+    assert op.budget_used == 0
+    assert "error inside Handover before anything was sent" in op.last_error_message
+    assert "KeyError" in op.last_error_message
+    attempt = Attempt.objects.get(operation=op)
+    assert (attempt.outcome, attempt.error_class) == ("internal", "internal")
+    assert crm_records(sandbox, enquiry.reference) == 0
+
+    # The console says whose error it was: never "destination unavailable, retry is safe".
+    assert explain.runbook_for_operation(op) == "internal-error"
+    said = explain.external_change(op) + " " + explain.safe_now(op)
+    assert "error inside Handover" in said
+    assert "unavailable" not in said and "never accepted" not in said
+    client.force_login(make_user("coordinator"))
+    page = client.get(reverse("recovery:enquiry", args=[enquiry.reference])).content.decode()
+    assert "error inside Handover" in page
+    assert "did not accept the request" not in page
+
+
+def test_a_crash_after_sending_is_uncertain_reconciled_and_still_ours(
+    approved_enquiry, sandbox, monkeypatch, run_queue
+):
+    real_send = http.send
+
+    def crash_after(*args, **kwargs):
+        real_send(*args, **kwargs)  # the destination receives it and answers
+        raise KeyError("id")
+
+    monkeypatch.setattr(http, "send", crash_after)
+    enquiry, op = approved_enquiry()
+    assert tasks.execute_operation(str(op.pk)) == "unknown"
+    op.refresh_from_db()
+    assert (op.state, op.last_error_class) == (Op.UNKNOWN, "internal")
+    assert "error inside Handover after the request was sent" in op.last_error_message
+    assert crm_records(sandbox, enquiry.reference) == 1
+    monkeypatch.setattr(http, "send", real_send)
+    run_queue(until=lambda: op.__class__.objects.get(pk=op.pk).state == Op.CONFIRMED)
+    assert crm_records(sandbox, enquiry.reference) == 1  # reconciled, never sent twice
+
+
+@pytest.mark.parametrize("stored", [1e-300])
+def test_an_internal_error_before_sending_is_never_uncertain(approved_enquiry, sandbox, stored):
+    # The OverflowError a stored rate of 1e-300 once raised happened before any request: with
+    # a setting that still crashes (a negative stored rate, as a raw update can write),
+    # nothing is recorded uncertain.
+    from ledger.models import Integration
+
+    Integration.objects.filter(name="crm").update(max_requests_per_second=-stored)
+    enquiry, op = approved_enquiry()
+    outcome = tasks.execute_operation(str(op.pk))
+    op.refresh_from_db()
+    assert op.state != Op.UNKNOWN and op.last_error_class != "uncertain", outcome
+    assert crm_records(sandbox, enquiry.reference) in (0, 1)
