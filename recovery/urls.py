@@ -1,6 +1,6 @@
 from django.urls import path
 
-from recovery.views import actions, bulk, dashboard, integrations, items, queue
+from recovery.views import actions, bulk, dashboard, integrations, items, queue, setup
 from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
@@ -34,6 +34,12 @@ urlpatterns = [
     path("console/runbooks/", dashboard.runbook_index, name="runbooks"),
     path("console/runbooks/<slug:slug>/", dashboard.runbook, name="runbook"),
     path("metrics", dashboard.metrics, name="metrics"),
+    path("console/setup/", setup.setup_page, name="setup"),
+    path("console/setup/queues/<str:key>/", setup.policy_edit, name="setup-queue"),
+    path("console/setup/categories/new/", setup.category_edit, name="setup-category-new"),
+    path("console/setup/categories/<slug:slug>/", setup.category_edit, name="setup-category"),
+    path("console/people/", setup.people_page, name="people"),
+    path("console/people/<int:pk>/", setup.person_edit, name="person"),
 ]
 urlpatterns += [
     path(
