@@ -7,26 +7,31 @@ claim and returns quietly. Results are not stored (save_limit -1): the ledger is
 
 import logging
 
+from config.context import background_run
 from ledger import execution, receipt, sweeper
 
 logger = logging.getLogger("ledger.tasks")
 
 
+@background_run("execute")
 def execute_operation(op_id: str) -> str:
     outcome = execution.execute(op_id)
     logger.info("execute %s: %s", op_id, outcome)
     return outcome
 
 
+@background_run("reconcile")
 def reconcile_operation(op_id: str) -> execution.Lookup:
     outcome = execution.reconcile(op_id)
     logger.info("reconcile %s: %s", op_id, outcome)
     return outcome
 
 
+@background_run("receipt")
 def take_up_receipt(enquiry_id: str) -> bool:
     return receipt.take_up(enquiry_id)
 
 
+@background_run("sweep")
 def sweep() -> dict:
     return sweeper.sweep().as_dict()

@@ -13,9 +13,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from intake.models import Category
 from ledger.models import JournalEntry
-from recovery import durations
+from recovery import durations, setup
 from recovery import messages as said
-from recovery import setup
 from recovery.models import Queue, ResponsePolicy
 from recovery.readiness import findings
 from recovery.setupforms import CategoryForm, PersonForm, PolicyForm
