@@ -1,7 +1,6 @@
 """Work done in the background cites its run in the journal: each task, sweep and escalation
 run has its own request id (config.context.background_run), shared by every row it writes."""
 
-
 import pytest
 from django.db import transaction
 from django.utils import timezone
