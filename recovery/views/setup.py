@@ -127,7 +127,7 @@ def policy_edit(request, key):
     queue = _queue(key)
     policy = ResponsePolicy.objects.filter(queue=queue, integration__isnull=True).first()
     label = Queue(queue).label if queue else "Every queue without its own row"
-    form = PolicyForm(request.POST or None, policy=policy)
+    form = PolicyForm(request.POST if request.method == "POST" else None, policy=policy)
     if request.method == "POST" and form.is_valid():
         done = _save(
             request,
@@ -164,7 +164,7 @@ def category_edit(request, slug=None):
         "intake.change_category" if slug else "intake.add_category",
         "change categories" if slug else "add a category",
     )
-    form = CategoryForm(request.POST or None, instance=category)
+    form = CategoryForm(request.POST if request.method == "POST" else None, instance=category)
     if request.method == "POST" and form.is_valid():
         key = slug or form.cleaned_data["slug"]
         done = _save(
@@ -222,7 +222,7 @@ def person_edit(request, pk):
         "roles": setup.roles_of(person),
         "may_recover": person.user_permissions.filter(codename="recover_operation").exists(),
     }
-    form = PersonForm(request.POST or None, initial=initial)
+    form = PersonForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
         done = _save(
             request,
