@@ -39,6 +39,7 @@ screenshots: $(VENV)/.installed
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser.py -k screenshots
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_config.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_notices.py
+	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_setup.py
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput

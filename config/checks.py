@@ -1,7 +1,7 @@
 """System checks for configuration that would otherwise fail quietly in production."""
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 
 
 @register()
@@ -29,3 +29,34 @@ def timeouts_are_ordered(app_configs, **kwargs):
             )
         )
     return errors
+
+
+# The secret .env.example publishes for the demo (docs/intake.md signs with it): anyone can sign
+# an enquiry with it, so a production install must never accept it.
+DEMO_INTAKE_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@register(deploy=True)
+def intake_secret_is_private(app_configs, **kwargs):
+    secrets = settings.INTAKE_SECRETS if isinstance(settings.INTAKE_SECRETS, dict) else {}
+    found = []
+    if not any(isinstance(v, list) and v for v in secrets.values()):
+        found.append(
+            Warning(
+                "No intake secret is set: every signed enquiry will be refused (401).",
+                hint='Set INTAKE_SECRETS={"<source>": ["whsec_<base64 of 24+ random bytes>"]}.',
+                id="handover.W201",
+            )
+        )
+    demo = [s for s, values in secrets.items() if DEMO_INTAKE_SECRET in (values or [])]
+    if demo:
+        found.append(
+            Error(
+                f"INTAKE_SECRETS[{demo[0]!r}] is the demo secret published in .env.example: "
+                "anyone can sign an enquiry with it.",
+                hint="Make a new secret (python -c \"import base64,os; print('whsec_' + "
+                'base64.b64encode(os.urandom(24)).decode())") and give it to the sender.',
+                id="handover.E201",
+            )
+        )
+    return found

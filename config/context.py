@@ -2,6 +2,7 @@
 
 import contextvars
 import uuid
+from functools import wraps
 
 _request_id = contextvars.ContextVar("handover_request_id", default="")
 
@@ -12,6 +13,28 @@ def current_request_id() -> str:
 
 def set_request_id(value: str | None = None) -> contextvars.Token:
     return _request_id.set(value or uuid.uuid4().hex)
+
+
+def background_run(kind: str):
+    """Give each run of a task, the sweeper or the escalation job its own request id
+    (``<kind>-<32 hex>``), so every journal row it writes cites the run that wrote it. Run
+    inside a request (a synchronous cluster, a console action that sweeps) it keeps the
+    request's id: the request is the run."""
+
+    def decorate(function):
+        @wraps(function)
+        def run(*args, **kwargs):
+            if current_request_id():
+                return function(*args, **kwargs)
+            token = set_request_id(f"{kind}-{uuid.uuid4().hex}")
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _request_id.reset(token)
+
+        return run
+
+    return decorate
 
 
 class RequestIdMiddleware:

@@ -212,3 +212,16 @@ def _apply(enquiry: Enquiry, suggestion: Suggestion, actor: str) -> Revision:
         reason="category suggested",
     )
     return revision
+
+
+def record_review_outcome(enquiry) -> int:
+    """At approval, what the reviewer made of each suggestion not yet judged (the dashboard's
+    classification quality): the approved category is its label (accepted), another category
+    (overridden), or the suggester had none (unresolved). Returns how many were judged."""
+    slug = enquiry.category.slug if enquiry.category_id else None
+    waiting = Suggestion.objects.filter(enquiry=enquiry, review_outcome="")
+    judged = waiting.filter(label=Suggestion.UNRESOLVED).update(review_outcome="unresolved")
+    if slug is not None:
+        judged += waiting.filter(label=slug).update(review_outcome="accepted")
+    judged += waiting.exclude(label=Suggestion.UNRESOLVED).update(review_outcome="overridden")
+    return judged

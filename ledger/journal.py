@@ -11,7 +11,7 @@ from django_fsm.signals import post_transition
 from config.context import current_request_id
 from intake.models import Enquiry
 from intake.workflow import actor_label
-from ledger.models import JournalEntry
+from ledger.models import ErasableReason, JournalEntry
 
 
 def _subject(instance):
@@ -50,11 +50,24 @@ def deferred():
         _pending.reset(token)
     if rows:
         JournalEntry.objects.bulk_create(rows)
+        _keep_reasons(rows)
+
+
+def _keep_reasons(rows):
+    """A person's reason goes beside its row, where the purge can erase it (ErasableReason)."""
+    kept = [
+        ErasableReason(entry=row, text=row._erasable_text)
+        for row in rows
+        if getattr(row, "_erasable_text", "")
+    ]
+    if kept:
+        ErasableReason.objects.bulk_create(kept)
 
 
 def record(subject, action, *, actor, reason="", evidence=None, from_state="", to_state=""):
     """Append one journal row about ``subject`` (an enquiry, an operation, an integration)."""
     subject_type, subject_id, enquiry_id = _subject(subject)
+    person = isinstance(actor, AbstractBaseUser)
     entry = JournalEntry(
         subject_type=subject_type,
         subject_id=subject_id,
@@ -64,15 +77,17 @@ def record(subject, action, *, actor, reason="", evidence=None, from_state="", t
         from_state=from_state,
         to_state=to_state,
         actor=actor_label(actor),
-        actor_user=actor if isinstance(actor, AbstractBaseUser) else None,
-        reason=reason or "",
+        actor_user=actor if person else None,
+        kept_reason="" if person else (reason or ""),
         evidence=evidence or {},
     )
+    entry._erasable_text = (reason or "") if person else ""
     pending = _pending.get()
     if pending is not None:
         pending.append(entry)
     else:
         entry.save(force_insert=True)
+        _keep_reasons([entry])
     return entry
 
 

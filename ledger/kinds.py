@@ -184,10 +184,9 @@ class HandoverKind(Kind):
     }
 
     def check_destination(self, integration, connector):
-        probe = self.PROBES.get(integration.name)
-        if probe is None:
-            return []  # the document store has no read that is not about one document
-        path, param, what = probe
+        if integration.name == "documents":
+            return self._check_document_store(integration, connector)
+        path, param, what = self.PROBES[integration.name]
         value = _probe_reference() if param == "reference" else "2000-01-01"
         try:
             connector.request("GET", path, params={param: value})
@@ -201,6 +200,18 @@ class HandoverKind(Kind):
                     ]
                 return []
             return [_call_problem(integration, exc, what)]
+        return []
+
+    @staticmethod
+    def _check_document_store(integration, connector):
+        # The store has no read that is not about one document: ask for one no enquiry has.
+        # Its 404 says it is there and accepted the credentials; anything else is the finding.
+        try:
+            connector.request("GET", f"/docs/{_probe_reference()}")
+        except ConnectorError as exc:
+            if exc.status == 404:
+                return []
+            return [_call_problem(integration, exc, "a document read")]
         return []
 
 

@@ -1,7 +1,7 @@
 """Per-integration limits: a request rate, calls in flight, and the destination's own "wait".
 
 Everything lives in PostgreSQL, so a limit holds across every worker of every cluster on every
-machine (DESIGN.md, "Destinations ... Limits"):
+machine (docs/integrations.md, "Limits"):
 
 - the pace: ``ledger_limiterstate``, one row per integration, locked for the few statements
   of acquire(). ``next_slot_at`` is the earliest start of the next call; each call takes the

@@ -17,7 +17,51 @@ from ledger.kinds import HANDOVER as HANDOVER_KIND
 from ledger.kinds import URL_SCHEMES
 
 
+def _reason_lookups(kwargs: dict) -> tuple[list, dict]:
+    """``reason=`` (and ``reason__…``) in a filter: the system's reason in the row, a person's
+    beside it (ErasableReason), or a person's written before it was kept apart."""
+    conditions, rest = [], {}
+    for key, value in kwargs.items():
+        if key != "reason" and not key.startswith("reason__"):
+            rest[key] = value
+            continue
+        suffix = key[len("reason") :]
+        conditions.append(
+            models.Q(actor_user__isnull=True, **{f"kept_reason{suffix}": value})
+            | models.Q(**{f"erasable__text{suffix}": value})
+            | models.Q(erasable__isnull=True, **{f"kept_reason{suffix}": value})
+        )
+    return conditions, rest
+
+
 class JournalQuerySet(models.QuerySet):
+    def filter(self, *args, **kwargs):
+        conditions, kwargs = _reason_lookups(kwargs)
+        return super().filter(*args, *conditions, **kwargs)
+
+    def exclude(self, *args, **kwargs):
+        conditions, kwargs = _reason_lookups(kwargs)
+        return super().exclude(*args, *conditions, **kwargs)
+
+    def _with_reason(self, fields):
+        if "reason" not in fields:
+            return self
+        erased = "(reason erased: retention period)"
+        return self.annotate(
+            reason=models.Case(
+                models.When(erasable__erased_at__isnull=False, then=models.Value(erased)),
+                models.When(erasable__isnull=False, then=models.F("erasable__text")),
+                default=models.F("kept_reason"),
+                output_field=models.TextField(),
+            )
+        )
+
+    def values(self, *fields, **expressions):
+        return super(JournalQuerySet, self._with_reason(fields)).values(*fields, **expressions)
+
+    def values_list(self, *fields, **kwargs):
+        return super(JournalQuerySet, self._with_reason(fields)).values_list(*fields, **kwargs)
+
     def update(self, **kwargs):
         raise PermissionError("The journal is append-only.")
 
@@ -25,11 +69,21 @@ class JournalQuerySet(models.QuerySet):
         raise PermissionError("The journal is append-only.")
 
 
+class JournalManager(models.Manager.from_queryset(JournalQuerySet)):
+    def get_queryset(self):
+        # A person's reason is kept beside the row (ErasableReason): read with it, one query.
+        return super().get_queryset().select_related("erasable")
+
+
 class JournalEntry(models.Model):
     """One row per change of state or operator action, written in the same transaction.
 
     Append-only: the model refuses update and delete, and a PostgreSQL trigger (migration 0001)
     refuses UPDATE, DELETE and TRUNCATE for everyone who reaches the table directly.
+
+    A person's free-text reason can hold personal data, and this row can never be changed: so
+    it is kept beside the row, in ErasableReason, which the purge empties after the retention
+    period. ``reason`` reads whichever holds it; who, when and which action stay here for good.
     """
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -47,10 +101,11 @@ class JournalEntry(models.Model):
     actor_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    reason = models.TextField(blank=True)
+    # A system's reason (no personal data); a person's is in ErasableReason. Read ``reason``.
+    kept_reason = models.TextField(blank=True, db_column="reason")
     evidence = models.JSONField(default=dict, blank=True)
 
-    objects = JournalQuerySet.as_manager()
+    objects = JournalManager()
 
     class Meta:
         ordering = ["at", "id"]
@@ -70,6 +125,57 @@ class JournalEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("The journal is append-only.")
+
+    @property
+    def reason(self) -> str:
+        if self.actor_user_id is None:
+            return self.kept_reason
+        try:
+            return self.erasable.shown()
+        except ErasableReason.DoesNotExist:
+            return self.kept_reason
+
+    @reason.setter
+    def reason(self, value):
+        self.kept_reason = value or ""
+
+
+class ErasableReason(models.Model):
+    """A person's reason for a journal row, kept apart so it can be erased after the retention
+    period (ledger.purge) while the row (who, when, which action, evidence) stays unchanged."""
+
+    entry = models.OneToOneField(
+        JournalEntry, primary_key=True, on_delete=models.PROTECT, related_name="erasable"
+    )
+    text = models.TextField(blank=True)
+    erased_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"reason for journal row {self.entry_id}"
+
+    def shown(self) -> str:
+        if self.erased_at is None:
+            return self.text
+        return f"(reason erased {self.erased_at:%Y-%m-%d}: retention period)"
+
+
+class PurgeRun(models.Model):
+    """One run of the personal-data purge (ledger.purge): when, by what, what it removed."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    ran_by = models.CharField(max_length=100)  # "schedule" or the command
+    retention_days = models.PositiveIntegerField()
+    candidates = models.PositiveIntegerField(default=0)
+    redacted = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)
+    reasons_erased = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self):
+        return f"purge {self.started_at:%Y-%m-%d %H:%M}: {self.redacted} redacted"
 
 
 # A read's maximum age: at least 10 s (every worker can re-read within it), at most a day.

@@ -27,6 +27,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from config.context import background_run
 from intake.models import Enquiry
 from ledger import execution, receipt
 from ledger.models import Attempt, Op, Operation
@@ -74,6 +75,7 @@ def _task_is_live(live, op, func) -> bool:
     return func in live.get(str(op.pk), ())
 
 
+@background_run("sweep")
 def sweep(*, actor=None) -> SweepReport:
     actor = actor or worker_actor()
     now = timezone.now()

@@ -7,23 +7,27 @@ claim and returns quietly. Results are not stored (save_limit -1): the ledger is
 
 import logging
 
+from config.context import background_run
 from ledger import execution, receipt, sweeper
 
 logger = logging.getLogger("ledger.tasks")
 
 
+@background_run("execute")
 def execute_operation(op_id: str) -> str:
     outcome = execution.execute(op_id)
     logger.info("execute %s: %s", op_id, outcome)
     return outcome
 
 
+@background_run("reconcile")
 def reconcile_operation(op_id: str) -> execution.Lookup:
     outcome = execution.reconcile(op_id)
     logger.info("reconcile %s: %s", op_id, outcome)
     return outcome
 
 
+@background_run("receipt")
 def take_up_receipt(enquiry_id: str) -> bool:
     try:
         return receipt.take_up_or_record(enquiry_id)
@@ -33,5 +37,6 @@ def take_up_receipt(enquiry_id: str) -> bool:
         return False
 
 
+@background_run("sweep")
 def sweep() -> dict:
     return sweeper.sweep().as_dict()

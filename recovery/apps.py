@@ -7,6 +7,7 @@ class RecoveryConfig(AppConfig):
     verbose_name = "Recovery"
 
     def ready(self):
+        from recovery import checks  # noqa: F401  (registers the readiness checks)
         from recovery.roles import ensure_roles
 
         # After auth's own post_migrate handler has made the permissions (auth is installed

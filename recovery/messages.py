@@ -143,3 +143,35 @@ SLOTS_REASON = _("slots needed to review the enquiry")
 SLOTS_NOT_NEEDED = _(
     "%(reference)s's category does not need a visit: no appointment slots are read for it."
 )
+# --- is the install ready (recovery.readiness: the admins' banner and the system checks) -------
+# queues / integrations: a list of names in words.
+READY_NO_OWNER = _("Nobody owns these queues: %(queues)s.")
+READY_NO_OWNER_FIX = _(
+    "Give each queue an owner (or set a default owner for every queue) on the setup page."
+)
+READY_NO_PERIOD = _(
+    "These queues have no response period, so nothing in them is ever overdue: %(queues)s."
+)
+READY_NO_PERIOD_FIX = _("Set a response period for each queue (or a default) on the setup page.")
+READY_NOT_CHECKED = _("Not checked since their last change: %(integrations)s.")
+READY_NOT_CHECKED_FIX = _(
+    "Use Check connection on the integrations page, or run "
+    "python manage.py check_integration --all."
+)
+READY_NO_EMAIL = _("E-mail is not configured: nobody can be told anything by e-mail.")
+READY_NO_EMAIL_FIX = _(
+    "Set EMAIL_HOST (and EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS) to "
+    "your mail relay, or make the notification integration speak e-mail."
+)
+READY_NO_REVIEWER = _("Nobody has the reviewer role: no enquiry can be approved.")
+READY_NO_ADMIN = _(
+    "Nobody has the admin role with staff status: only a superuser can change the set-up."
+)
+READY_ROLE_FIX = _("Grant the role on the people page (or with python manage.py provision).")
+
+# --- the setup pages (recovery.views.setup) ----------------------------------------------------
+SETUP_NOTHING_CHANGED = _("Nothing changed: the values were already those.")
+SETUP_QUEUE_SAVED = _("Saved for %(queue)s, with your reason in the journal.")
+SETUP_CATEGORY_SAVED = _("Category “%(category)s” saved, with your reason in the journal.")
+SETUP_PERSON_SAVED = _("Roles of %(person)s saved, with your reason in the journal.")
+NO_SUCH_ROLE = _("There is no role “%(role)s”.")

@@ -270,8 +270,22 @@ def classification_quality():
     }
 
 
+def waiting_since(now) -> dict:
+    """Queue -> when its oldest waiting item entered it (queues with nothing waiting: absent)."""
+    sql, params = work.whole(now)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT u.q_queue, MIN(u.q_since) FROM ({sql}) AS u GROUP BY 1", params)
+        return dict(cursor.fetchall())
+
+
 def stale_queues(now) -> list[QueueFlag]:
-    """Queues nobody opened within their review cadence (the queue's policy, else the default)."""
+    """Queues nobody opened within their review cadence (the queue's policy, else the default).
+
+    A queue's cadence runs while work waits in it: it starts when the oldest waiting item
+    entered the queue. An empty queue is never flagged, so a fresh install (nothing waiting
+    anywhere) says nothing was missed, and a queue that gets its first item is flagged once that
+    item has waited a cadence with nobody opening the queue since.
+    """
     policies = {
         p.queue: p.review_cadence for p in ResponsePolicy.objects.filter(integration__isnull=True)
     }
@@ -281,6 +295,7 @@ def stale_queues(now) -> list[QueueFlag]:
         .annotate(last=Max("opened_at"))
         .values_list("queue", "last")
     )
+    waiting = waiting_since(now)
     # The console page shows every queue but review; opening it counts for all of them.
     flags = []
     for queue in Queue:
@@ -288,13 +303,16 @@ def stale_queues(now) -> list[QueueFlag]:
         if cadence is None:
             continue
         opened = last.get(queue.value)
+        since = waiting.get(queue.value)
         flags.append(
             QueueFlag(
                 queue=queue.value,
                 label=queue.label,
                 cadence=cadence,
                 last_opened=opened,
-                stale=opened is None or opened < now - cadence,
+                stale=since is not None
+                and since < now - cadence
+                and (opened is None or opened < now - cadence),
             )
         )
     return flags

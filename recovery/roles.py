@@ -1,4 +1,8 @@
-"""The roles' default permissions today (the data migrations 0001, 0004, 0005 built them up).
+"""The roles' default permissions today (the data migrations 0001, 0004, 0005, 0006 built them).
+
+A role is a Django group of the same name; a person has a role by being in its group. The admin
+role also needs ``is_staff`` to open Django's admin (recovery.setup.set_roles sets it with the
+role). docs/roles.md says what each role may do.
 
 `ensure_roles` creates a missing role group with these defaults and never touches a group that
 exists, so an admin's grants (ledger.recover_operation to a coordinator, say) are kept. It runs
@@ -39,6 +43,10 @@ ROLE_PERMISSIONS = {
         "recovery.view_queuevisit",
         "recovery.view_escalation",
         "recovery.review_drillrun",
+        "auth.view_user",
+        "auth.change_user",
+        "auth.add_user",
+        "auth.view_group",
     ],
 }
 

@@ -7,6 +7,7 @@ import logging
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from config.context import background_run
 from intake import services as intake_services
 from intake.models import Enquiry
 from ledger import journal
@@ -28,6 +29,7 @@ def _subject(row):
     return "ledger.integration", Integration.objects.select_related("owner").get(name=row["q_key"])
 
 
+@background_run("escalate")
 def escalate_overdue(now=None) -> int:
     """Hand each overdue queue item to its policy's backup owner, once per stay in a state.
 

@@ -1,6 +1,16 @@
 from django.urls import path
 
-from recovery.views import actions, bulk, dashboard, integrations, items, notices, queue, slots
+from recovery.views import (
+    actions,
+    bulk,
+    dashboard,
+    integrations,
+    items,
+    notices,
+    queue,
+    setup,
+    slots,
+)
 from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
@@ -42,6 +52,12 @@ urlpatterns = [
     path("console/me/", notices.my_notices, name="me"),
     path("console/runbooks/<slug:slug>/", dashboard.runbook, name="runbook"),
     path("metrics", dashboard.metrics, name="metrics"),
+    path("console/setup/", setup.setup_page, name="setup"),
+    path("console/setup/queues/<str:key>/", setup.policy_edit, name="setup-queue"),
+    path("console/setup/categories/new/", setup.category_edit, name="setup-category-new"),
+    path("console/setup/categories/<slug:slug>/", setup.category_edit, name="setup-category"),
+    path("console/people/", setup.people_page, name="people"),
+    path("console/people/<int:pk>/", setup.person_edit, name="person"),
 ]
 urlpatterns += [
     path(

@@ -1,6 +1,6 @@
 """The engine: execute an approved operation, reconcile an unknown one.
 
-Executing, in order (DESIGN.md, "The operation ledger"):
+Executing, in order (docs/integrations.md, "Workers and timing"):
 
 1. claim: lock the enquiry, then the operation row with SKIP LOCKED; only an `approved`,
    unheld, due operation is claimable. Record the attempt, move to `submitted`, take a lease,

@@ -1,5 +1,5 @@
 """Reconciling an `unknown` operation: look it up holding no lock, then record what was found
-and act on it (the table in DESIGN.md, "Reconcile")."""
+and act on it (docs/integrations.md, "How an outcome is read")."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def record_lookup(
     op_id, found: LookupResult | None, error, *, actor, started, seen_attempts
 ) -> Lookup:
     """Record a lookup made at ``started`` of the operation as read with ``seen_attempts``
-    attempts, and act on what it found (the table in DESIGN.md, "Reconcile")."""
+    attempts, and act on what it found (docs/integrations.md, "How an outcome is read")."""
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
         if op is None:

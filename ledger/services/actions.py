@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
+from intake.classification import record_review_outcome
 from intake.models import Enquiry, EnquiryState
 from intake.visible import has_visible_text
 from ledger import failpoints, journal
@@ -55,6 +56,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
                 said.ENQUIRY_NOT_APPROVABLE % {"state": enquiry.get_state_display()}
             ) from exc
         enquiry.save()
+        record_review_outcome(enquiry)  # classification quality: accepted or overridden
         revision.approved_by = actor if isinstance(actor, AbstractBaseUser) else None
         revision.approved_at = timezone.now()
         revision.save(update_fields=["approved_by", "approved_at"])

@@ -12,7 +12,7 @@ ADMIN_PERMISSIONS = [
 
 
 def grant(apps, schema_editor):
-    # Admins configure owners and response periods (DESIGN.md, "People and queues").
+    # Admins configure owners and response periods (README, "Setting up"; docs/roles.md).
     app_config = apps.get_app_config("recovery")
     app_config.models_module = True
     create_permissions(app_config, apps=apps, verbosity=0)

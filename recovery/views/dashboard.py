@@ -24,7 +24,17 @@ registry.register(ConsoleCollector())
 @require_GET
 @console_view
 def dashboard(request):
-    return render(request, "recovery/dashboard.html", {"f": figures()})
+    from ledger.models import PurgeRun
+
+    return render(
+        request,
+        "recovery/dashboard.html",
+        {
+            "f": figures(),
+            "purge": PurgeRun.objects.first(),
+            "retention_days": settings.PERSONAL_DATA_RETENTION_DAYS,
+        },
+    )
 
 
 def _scrape_token_ok(request) -> bool:

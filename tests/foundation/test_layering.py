@@ -1,4 +1,4 @@
-"""The layering (DESIGN.md "Layering"): product code never imports test equipment, by an import
+"""The layering (README, "How it is built"): product code never imports test equipment, by an import
 statement or by naming it to a dynamic import; and recovery -> ledger -> intake, never back.
 
 Read from the source (AST), so an import inside a function counts as much as one at the top.

@@ -39,6 +39,14 @@ def _manage(*args, **env):
 
 
 def test_check_deploy_is_clean_with_production_settings():
+    """The settings alone: the database is one that is not there, so the readiness checks
+    (handover.W1xx, which read it) find nothing; tests/recovery/test_production_steps.py walks
+    a real install to a clean check."""
+    from django.db import connection
+
+    from config.db import connection_url
+
+    nowhere = connection_url({**connection.settings_dict, "NAME": "handover_no_such_database"})
     result = _manage(
         "check",
         "--deploy",
@@ -49,6 +57,9 @@ def test_check_deploy_is_clean_with_production_settings():
         HANDOVER_TESTING="0",
         SECRET_KEY="x7$Zq!9wLr2@pVn4#tBm8^sKc6&dHf1*gJy3(uE5)aQo0_iRe-TbWvXzYpNqMlKj",
         ALLOWED_HOSTS="handover.example.org",
+        INTAKE_SECRETS='{"website": ["whsec_dGhpcy1pcy1ub3QtdGhlLWRlbW8tc2VjcmV0"]}',
+        EMAIL_HOST="mail.example.org",
+        DATABASE_URL=nowhere,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNINGS" not in result.stderr

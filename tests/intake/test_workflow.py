@@ -21,8 +21,9 @@ from tests.intake.factories import PATHS, EnquiryFactory
 S = EnquiryState
 DIAGRAM = Path(__file__).resolve().parents[2] / "docs" / "state-diagram.md"
 
-# The design (DESIGN.md, "The enquiry lifecycle"), written out arrow by arrow. The diagram file
-# is generated from the code; this is the independent statement of what the code must allow.
+# The lifecycle (docs/state-diagram.md, the enquiry's states), written out arrow by arrow. The
+# diagram file is generated from the code; this is the independent statement of what the code
+# must allow.
 DESIGN_EDGES = {
     ("received", "validated"),
     ("validated", "ready_for_review"),

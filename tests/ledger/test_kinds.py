@@ -288,3 +288,41 @@ def test_the_admin_edits_the_kind_and_refuses_what_the_kind_cannot_use(rows, adm
     assert admin_client.post(url, {**form, "token": "bcrm_pat_x"}).status_code == 302
     crm.refresh_from_db()
     assert (crm.kind, crm.token) == ("bottlecrm", "bcrm_pat_x")
+
+
+def test_check_all_checks_every_integration(rows, destination):
+    """README's ``check_integration --all`` (argparse refused it: "invalid choice: []")."""
+    destination.then(200, {"enquiries": []}).then(200, {"messages": []})
+    destination.then(404, {"error": "not_found"}).then(200, {"slots": []})
+
+    code, out = check("--all")
+
+    assert code == 0, out
+    checked = JournalEntry.objects.filter(action="ledger.integration.checked")
+    assert checked.count() == 4
+    assert [c.url.split("/", 3)[3].split("/")[0] for c in destination.calls] == [
+        "crm",
+        "notify",
+        "docs",
+        "appointments",
+    ]
+
+
+def test_an_unknown_name_is_said_and_nothing_is_called(rows, destination):
+    with pytest.raises(Exception, match="No integration called 'nope'"):
+        check("nope")
+    assert destination.calls == []
+
+
+def test_a_document_store_with_nothing_listening_is_not_ready(rows, destination):
+    """It said "ready: nothing wrong found" without calling anything."""
+    destination.then(
+        ConnectorError(ErrorKind.TRANSIENT, "not connected: [Errno 111] Connection refused")
+    )
+
+    code, out = check("documents")
+
+    assert code == 1
+    assert "nothing is listening at that address and port" in out
+    assert "ready" not in out
+    assert len(destination.calls) == 1

@@ -62,3 +62,20 @@ def test_the_schedule_exists(db):
     schedule = Schedule.objects.get(name="recovery.escalate_overdue")
     assert schedule.func == "recovery.tasks.escalate_overdue"
     assert schedule.schedule_type == Schedule.MINUTES
+
+
+def test_an_escalation_run_has_its_own_request_id_in_the_journal(story):
+    ResponsePolicy.objects.create(queue="", response_period=timedelta(minutes=1))
+    first = story.enquiry("needs_information")
+    story.enquiry("needs_information")
+    type(first).objects.update(state_changed_at=timezone.now() - timedelta(hours=1))
+
+    assert escalate_overdue() == 2
+
+    ids = set(
+        JournalEntry.objects.filter(action="recovery.escalated").values_list(
+            "request_id", flat=True
+        )
+    )
+    assert len(ids) == 1 and ids.pop().startswith("escalate-")
+    assert escalate_overdue() == 0

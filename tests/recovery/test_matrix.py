@@ -22,6 +22,8 @@ ASSIGN = {None: LOGIN, "coordinator": 422, "reviewer": 422, "admin": 422}
 # Integration actions still answer a refusal with a message and a redirect (302).
 ADMIN_ONLY = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 302}
 POST_ONLY = GET_ONLY
+SETUP_PAGE = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 200}
+SETUP_FORM = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 400}
 
 MATRIX = {
     "queue": {"GET": ALL, "POST": GET_ONLY},
@@ -85,6 +87,13 @@ MATRIX = {
     # A bulk action with nothing chosen and no reason: refused as a whole (422), nothing done;
     # each item is checked against the person's permission when there are items.
     "bulk": {"GET": POST_ONLY, "POST": {None: LOGIN, **dict.fromkeys(ROLES[1:], 422)}},
+    # Setting up (issue 25): admins only; an empty POST is the form again with its errors (400).
+    "setup": {"GET": SETUP_PAGE, "POST": GET_ONLY},
+    "setup-queue": {"GET": SETUP_PAGE, "POST": SETUP_FORM},
+    "setup-category": {"GET": SETUP_PAGE, "POST": SETUP_FORM},
+    "setup-category-new": {"GET": SETUP_PAGE, "POST": SETUP_FORM},
+    "people": {"GET": SETUP_PAGE, "POST": GET_ONLY},
+    "person": {"GET": SETUP_PAGE, "POST": SETUP_FORM},
     # A summary this session does not hold (any more): gone.
     "bulk-results": {
         "GET": {None: LOGIN, **dict.fromkeys(ROLES[1:], 410)},
@@ -148,6 +157,9 @@ def urls(story, people):
         "check_integration": ["crm"],
         "runbook": ["unknown-outcome"],
         "bulk-results": ["not-kept"],
+        "setup-queue": ["default"],
+        "setup-category": ["waste"],
+        "person": [people["coordinator"].pk],
     }
     result = {}
     for name in MATRIX:

@@ -90,6 +90,12 @@ def test_manual_recovery_time_and_duplicates(story, client_for):
 
 def test_queue_nobody_opened_is_flagged(story, client_for, people):
     ResponsePolicy.objects.create(queue=Queue.UNKNOWN, review_cadence=timedelta(hours=4))
+    # Nothing waiting (a fresh install): nothing was missed, whoever opened what.
+    assert not {flag.queue: flag for flag in figures().stale_queues}[Queue.UNKNOWN].stale
+    op = story.operation("unknown")
+    assert not {flag.queue: flag for flag in figures().stale_queues}[Queue.UNKNOWN].stale
+    # The cadence runs from when the oldest waiting item entered the queue.
+    type(op).objects.filter(pk=op.pk).update(state_changed_at=timezone.now() - timedelta(hours=5))
     f = figures()
     flags = {flag.queue: flag for flag in f.stale_queues}
     assert flags[Queue.UNKNOWN].stale and flags[Queue.UNKNOWN].last_opened is None
@@ -202,3 +208,18 @@ def test_manual_recovery_time_per_queue_median_and_90th_percentile(story, client
     scraped = samples(client_for("admin").get("/metrics").content.decode())
     key = (("quantile", "0.9"), ("queue", "unknown"))
     assert scraped[("handover_manual_recovery_seconds", key)] == 540
+
+
+def test_approving_a_suggested_category_counts_as_accepted(story, people):
+    """The count stayed 0 after four approvals: nothing in the product set the outcome."""
+    from ledger.services import approve_revision
+
+    for label in ("waste", "waste", "waste", "waste", "repairs", "unresolved"):
+        enquiry = story.enquiry("ready_for_review")  # in the "waste" category
+        Suggestion.objects.create(
+            enquiry=enquiry, revision=1, provider="keywords", label=label, validation="valid"
+        )
+        approve_revision(enquiry.pk, actor=people["admin"], reason="checked")
+
+    quality = figures().classification
+    assert (quality["accepted"], quality["overridden"], quality["left_unresolved"]) == (4, 1, 1)

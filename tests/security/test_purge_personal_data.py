@@ -272,3 +272,99 @@ def test_the_message_is_still_never_overwritten_outside_redaction(db):
     enquiry.message = REDACTED
     with pytest.raises(ValueError, match="never overwritten"):
         enquiry.save()
+
+
+def test_a_persons_reasons_are_erased_with_the_enquiry_and_the_row_stays(crm, reviewer):
+    """The journal is append-only, so a person's free text is kept beside its row
+    (ErasableReason): the purge empties it; who, when and which action stay."""
+    from ledger.models import ErasableReason, PurgeRun
+
+    enquiry = make_enquiry(close="reject", reviewer=reviewer)
+    row = JournalEntry.objects.get(enquiry=enquiry, action="intake.enquiry.revise")
+    assert row.reason == "phone corrected" and row.kept_reason == ""
+    assert ErasableReason.objects.get(entry=row).text == "phone corrected"
+    other = JournalEntry.objects.get(enquiry=enquiry, action="intake.enquiry.validate")
+    evidence = list(JournalEntry.objects.filter(enquiry=enquiry).values())
+
+    out = purge("--now", later(366))
+
+    assert "erased 2 reason(s)" in out  # the revision's and the rejection's
+    row = JournalEntry.objects.get(pk=row.pk)
+    assert row.reason.startswith("(reason erased ") and "phone corrected" not in row.reason
+    assert (row.actor, row.actor_user, row.action) == (
+        "user:rita",
+        reviewer,
+        "intake.enquiry.revise",
+    )
+    after = list(JournalEntry.objects.filter(enquiry=enquiry).values())
+    assert after[: len(evidence)] == evidence  # then one row: intake.enquiry.redacted
+    assert JournalEntry.objects.get(pk=other.pk).reason == other.reason  # a system's: kept
+    assert not ErasableReason.objects.exclude(text="").filter(entry__enquiry=enquiry).exists()
+    run = PurgeRun.objects.get()
+    assert (run.redacted, run.reasons_erased, run.ran_by) == (
+        1,
+        2,
+        "manage.py purge_personal_data",
+    )
+    assert "erased" not in purge("--now", later(400))  # nothing left to erase
+
+
+def test_a_reason_about_no_enquiry_is_erased_once_past_retention(db, make_user):
+    from ledger import journal
+    from ledger.models import ErasableReason
+
+    ensure = Integration.objects.get_or_create
+    row, _ = ensure(name="crm", defaults={"base_url": "http://crm.test"})
+    admin = make_user("admin", username="ada")
+    with transaction.atomic():
+        entry = journal.record(row, "ledger.integration.paused", actor=admin, reason="Ada's call")
+    purge("--now", later(10))
+    assert JournalEntry.objects.get(pk=entry.pk).reason == "Ada's call"
+    purge("--now", later(366))
+    assert ErasableReason.objects.get(entry_id=entry.pk).erased_at is not None
+    assert "Ada" not in JournalEntry.objects.get(pk=entry.pk).reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_erasure_the_journal_still_refuses_update_and_delete(make_user):
+    import psycopg
+    from django.db import connection
+
+    from ledger import journal
+
+    admin = make_user("admin", username="ada")
+    row, _ = Integration.objects.get_or_create(name="crm", defaults={"base_url": "http://x.test"})
+    with transaction.atomic():
+        journal.record(row, "ledger.integration.paused", actor=admin, reason="Ada's call")
+    purge("--now", later(366))
+    params = connection.get_connection_params()
+    for key in ("options", "cursor_factory", "context"):
+        params.pop(key, None)
+    with psycopg.connect(**params, autocommit=True) as raw:
+        for statement in (
+            "UPDATE ledger_journalentry SET reason = 'rewritten'",
+            "DELETE FROM ledger_journalentry",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                raw.execute(statement)
+        assert raw.execute("SELECT count(*) FROM ledger_journalentry").fetchone()[0] == 1
+
+
+def test_the_purge_is_scheduled_daily_and_its_last_run_is_on_the_dashboard(crm, reviewer):
+    from django.test import Client
+    from django_q.models import Schedule
+
+    from ledger.purge import scheduled_purge
+
+    schedule = Schedule.objects.get(name="ledger.purge_personal_data")
+    assert (schedule.func, schedule.schedule_type) == ("ledger.purge.scheduled_purge", "D")
+    make_enquiry(close="reject", reviewer=reviewer)
+    client = Client()
+    client.force_login(reviewer)
+    page = client.get("/console/dashboard/").content.decode()
+    assert "The purge has not run yet" in page
+
+    assert scheduled_purge() == {"redacted": 0, "reasons_erased": 0}  # closed just now: kept
+
+    page = client.get("/console/dashboard/").content.decode()
+    assert "Last run" in page and "0 enquiries redacted" in page

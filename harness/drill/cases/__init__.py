@@ -1,4 +1,4 @@
-"""The drill's cases: one per row of the design's drill table (DESIGN.md, "The drill").
+"""The drill's cases: one per row of the failure table in docs/drill.md.
 
 Each case sends real signed events to the real intake endpoint, lets real workers do the work,
 injects the failure at the real destination (or kills the real worker), then checks the ledger

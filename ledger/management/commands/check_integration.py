@@ -21,7 +21,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         names = [name for name, _label in Integration.NAMES]
-        parser.add_argument("names", nargs="*", choices=names, metavar="name", default=None)
+        # No ``choices`` here: argparse checks an empty ``nargs="*"`` list against them and
+        # refuses ``--all`` alone ("invalid choice: []"); the names are checked in handle().
+        parser.add_argument("names", nargs="*", metavar="name")
         parser.add_argument(
             "--all", action="store_true", help=f"check every integration ({', '.join(names)})"
         )
@@ -29,9 +31,13 @@ class Command(BaseCommand):
     def handle(self, *args, names=None, **options):
         if options["all"]:
             names = [name for name, _label in Integration.NAMES]
+        known = [name for name, _label in Integration.NAMES]
         if not names:
+            raise CommandError(f"Name an integration ({', '.join(known)}) or --all.")
+        unknown = [name for name in names if name not in known]
+        if unknown:
             raise CommandError(
-                "Name an integration (crm, notify, documents, appointments) or --all."
+                f"No integration called {unknown[0]!r}: use one of {', '.join(known)}, or --all."
             )
         failed = 0
         for name in names:

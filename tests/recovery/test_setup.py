@@ -1,0 +1,279 @@
+"""A fresh install says what it lacks (system checks and the admins' banner), and the setup
+pages clear it: from a database with nothing but a superuser."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from ledger import http
+from ledger.models import Integration, JournalEntry
+from recovery.models import Queue, ResponsePolicy
+from recovery.readiness import findings
+from tests.ledger.bottlecrm_fake import ScriptedDestination
+
+ALL = [
+    "handover.W101",
+    "handover.W102",
+    "handover.W103",
+    "handover.W104",
+    "handover.W105",
+    "handover.W106",
+]
+
+
+@pytest.fixture
+def superuser(db, roles):
+    from ledger.integrations import ensure_integrations
+
+    ensure_integrations()
+    return get_user_model().objects.create_superuser("root", "root@example.org", "pw-only-tests")
+
+
+@pytest.fixture
+def root(superuser):
+    client = Client()
+    client.force_login(superuser)
+    return client
+
+
+def checks() -> str:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("check", stdout=out, stderr=err)
+    return out.getvalue() + err.getvalue()
+
+
+def test_a_fresh_install_says_everything_it_lacks(root):
+    assert [f.id for f in findings()] == ALL
+    said = checks()
+    for check_id in ALL:
+        assert check_id in said, said
+
+    page = root.get(reverse("recovery:queue")).content.decode()
+    assert "Not ready to go live: 6 things to set up" in page
+    assert "Nobody owns these queues" in page and "Operation outcome unknown" in page
+    assert "E-mail is not configured" in page
+
+
+def test_only_admins_see_the_banner(root, make_user):
+    coordinator = make_user("coordinator")
+    client = Client()
+    client.force_login(coordinator)
+    page = client.get(reverse("recovery:queue")).content.decode()
+    assert "Not ready to go live" not in page
+    assert "Not ready to go live" in root.get(reverse("recovery:dashboard")).content.decode()
+
+
+@pytest.mark.slow
+def test_the_setup_pages_clear_every_finding(root, superuser, monkeypatch, tmp_path):
+    # 1. People: a reviewer, and the superuser takes the admin role (staff comes with it).
+    reviewer = get_user_model().objects.create_user("rita", password="pw-only-tests")
+    for person, role in ((reviewer, "reviewer"), (superuser, "admin")):
+        response = root.post(
+            reverse("recovery:person", args=[person.pk]),
+            {"roles": [role], "reason": "go-live: named in the service plan"},
+        )
+        assert response.status_code == 302, response.content.decode()[:2000]
+    # 2. Queues: one default row owned by the admin, the review queue by the reviewer.
+    response = root.post(
+        reverse("recovery:setup-queue", args=["default"]),
+        {
+            "owner": superuser.pk,
+            "backup_owner": "",
+            "response_period": "4 h",
+            "review_cadence": "1 d",
+            "reason": "go-live defaults",
+        },
+    )
+    assert response.status_code == 302
+    # 3. E-mail: notifications go through the council's relay (a real SMTP server here), set on
+    # the integration's settings page.
+    from harness.mailserver import MailServer
+
+    with MailServer(tmp_path / "mail") as relay:
+        response = root.post(
+            reverse("recovery:integration-settings", args=["notify"]),
+            {
+                **_integration_form("notify"),
+                "kind": "smtp",
+                "base_url": relay.url,
+                "reason": "residents are written to through the council's relay",
+            },
+        )
+        assert response.status_code == 302, response.content.decode()[:2000]
+        # 4. Integrations: each checked from the console (the HTTP destinations' answers
+        # scripted; the relay answers for itself).
+        scripted = ScriptedDestination()
+        monkeypatch.setattr(http, "send", scripted.send)
+        scripted.then(200, {"enquiries": []})
+        scripted.then(404, {"error": "not_found"}).then(200, {"slots": []})
+        for name in ("crm", "notify", "documents", "appointments"):
+            root.post(reverse("recovery:check_integration", args=[name]))
+
+    assert findings() == []
+    assert "handover.W1" not in checks()
+    assert "Not ready to go live" not in root.get(reverse("recovery:queue")).content.decode()
+
+    # Every change is in the journal, field by field, with its reason.
+    created = JournalEntry.objects.get(action="recovery.policy.created")
+    assert created.reason == "go-live defaults"
+    assert created.evidence["owner"] == {"from": None, "to": "root"}
+    assert created.evidence["response_period"] == {"from": None, "to": 4 * 3600.0}
+    person = JournalEntry.objects.get(action="recovery.person.roles", subject_id=str(superuser.pk))
+    assert person.evidence["roles"] == {"from": [], "to": ["admin"]}
+    superuser.refresh_from_db()
+    assert superuser.is_staff and superuser.groups.filter(name="admin").exists()
+
+
+def test_a_change_after_the_check_asks_for_another(root, superuser, monkeypatch):
+    scripted = ScriptedDestination().then(200, {"enquiries": []})
+    monkeypatch.setattr(http, "send", scripted.send)
+    root.post(reverse("recovery:check_integration", args=["crm"]))
+    assert "CRM" not in str([f.text for f in findings() if f.id == "handover.W103"])
+    root.post(
+        reverse("recovery:integration-settings", args=["crm"]),
+        {**_integration_form("crm"), "retry_budget": 5, "reason": "the CRM asked"},
+    )
+    late = next(f for f in findings() if f.id == "handover.W103")
+    assert "CRM" in str(late.text)
+
+
+def _integration_form(name):
+    from recovery.forms import IntegrationForm
+
+    form = IntegrationForm(instance=Integration.objects.get(name=name))
+    data = {}
+    for field in form:
+        value = field.value()
+        if value is None or value is False:
+            continue
+        data[field.name] = (
+            field.field.prepare_value(value) if hasattr(field.field, "prepare_value") else value
+        )
+    return data
+
+
+def test_a_queue_change_is_journalled_field_by_field_and_a_same_save_writes_nothing(
+    root, superuser
+):
+    url = reverse("recovery:setup-queue", args=[Queue.FAILED])
+    form = {"owner": "", "backup_owner": "", "response_period": "2 h", "review_cadence": "1 d"}
+    assert root.post(url, {**form, "reason": "first"}).status_code == 302
+    assert (
+        root.post(url, {**form, "response_period": "30 min", "reason": "faster"}).status_code == 302
+    )
+    assert (
+        root.post(url, {**form, "response_period": "30 min", "reason": "again"}).status_code == 302
+    )
+    rows = JournalEntry.objects.filter(subject_type="recovery.responsepolicy").order_by("id")
+    assert [r.action for r in rows] == ["recovery.policy.created", "recovery.policy.configured"]
+    assert rows[1].evidence == {
+        "queue": "failed",
+        "response_period": {"from": 7200.0, "to": 1800.0},
+    }
+    page = root.get(url).content.decode()
+    assert "2 h → 30 min" in page and "faster" in page
+    assert ResponsePolicy.objects.get(queue="failed").response_period.total_seconds() == 1800
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("response_period", "soon", "response_period"),
+        ("response_period", "0 s", "at least"),
+        ("reason", "\u200b", "reason"),
+    ],
+)
+def test_a_bad_queue_value_is_refused_on_the_form(root, superuser, field, value, words):
+    form = {
+        "owner": "",
+        "backup_owner": "",
+        "response_period": "2 h",
+        "review_cadence": "1 d",
+        "reason": "why",
+    }
+    response = root.post(reverse("recovery:setup-queue", args=["failed"]), {**form, field: value})
+    assert response.status_code == 400
+    assert "Nothing was saved" in response.content.decode()
+    assert not ResponsePolicy.objects.exists()
+    assert not JournalEntry.objects.filter(subject_type="recovery.responsepolicy").exists()
+
+
+def test_categories_are_added_and_changed_with_a_reason(root, superuser):
+    response = root.post(
+        reverse("recovery:setup-category-new"),
+        {
+            "slug": "waste",
+            "name": "Bins and waste",
+            "keywords": "bin\nrecycling",
+            "active": "on",
+            "reason": "the council's services",
+        },
+    )
+    assert response.status_code == 302
+    response = root.post(
+        reverse("recovery:setup-category", args=["waste"]),
+        {
+            "slug": "ignored",
+            "name": "Bins and waste",
+            "keywords": "bin\nrecycling",
+            "reason": "retired: the service moved",
+        },
+    )
+    assert response.status_code == 302
+    actions = list(
+        JournalEntry.objects.filter(subject_type="intake.category").values_list(
+            "action", "evidence"
+        )
+    )
+    assert actions[0][0] == "intake.category.created"
+    assert actions[1] == (
+        "intake.category.configured",
+        {"slug": "waste", "active": {"from": True, "to": False}},
+    )
+    from intake.models import Category
+
+    assert Category.objects.get().slug == "waste"
+
+
+def test_a_person_without_the_permission_gets_403(make_user):
+    coordinator = make_user("coordinator")
+    client = Client()
+    client.force_login(coordinator)
+    for url in (
+        reverse("recovery:setup"),
+        reverse("recovery:people"),
+        reverse("recovery:person", args=[coordinator.pk]),
+        reverse("recovery:setup-queue", args=["default"]),
+    ):
+        assert client.get(url).status_code == 403, url
+    assert (
+        client.post(
+            reverse("recovery:person", args=[coordinator.pk]), {"roles": ["admin"], "reason": "me"}
+        ).status_code
+        == 403
+    )
+    assert not coordinator.groups.filter(name="admin").exists()
+
+
+def test_an_admin_role_member_grants_roles_and_opens_the_user_admin(make_user):
+    """The admin role had a 403 on Django's user pages: only a superuser could grant."""
+    admin = make_user("admin", is_staff=True)
+    owner = make_user("coordinator")
+    client = Client()
+    client.force_login(admin)
+    assert client.get(f"/admin/auth/user/{owner.pk}/change/").status_code == 200
+    response = client.post(
+        reverse("recovery:person", args=[owner.pk]),
+        {"roles": ["coordinator"], "may_recover": "on", "reason": "owns the failed queue"},
+    )
+    assert response.status_code == 302
+    owner = get_user_model().objects.get(pk=owner.pk)
+    assert owner.has_perm("ledger.recover_operation")
+    assert client.get(reverse("recovery:queue", args=[]) + "?missing=1").status_code == 200
+    assert client.get(reverse("recovery:setup-queue", args=["nope"])).status_code == 404
