@@ -81,6 +81,10 @@ class HttpResult:
     body: Any  # parsed JSON, or the text
     text: str
     headers: dict[str, str] = field(default_factory=dict)
+    content: bytes = b""  # the body as sent (a document's bytes); ``text`` decodes it
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
 
     def summary(self) -> str:
         return self.text[:BODY_LIMIT]
@@ -116,15 +120,21 @@ def send(
     finally:
         if guard is not None:
             guard.cancel()
-    text = response.text
+    # A document's bytes are not text: decoding them would only guess at a charset.
+    text = response.text if _textual(response.headers.get("Content-Type", "")) else ""
     try:
         body = response.json() if text else None
     except ValueError:
         body = text
-    result = HttpResult(response.status_code, body, text, dict(response.headers))
+    result = HttpResult(response.status_code, body, text, dict(response.headers), response.content)
     if 200 <= response.status_code < 300:
         return result
     raise status_error(result)
+
+
+def _textual(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return not media or media.startswith("text/") or "json" in media or "xml" in media
 
 
 def status_error(result: HttpResult) -> ConnectorError:

@@ -33,11 +33,14 @@ from ledger.connectors.bottlecrm import (
 from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
 from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.notify import NotifyConnector
+from ledger.connectors.webdav import WebDavDocumentRead
 
 HANDOVER, BOTTLECRM = "handover", "bottlecrm"
+WEBDAV = "webdav"
 CHOICES = [
     (HANDOVER, "Handover contract (docs/integrations.md; the sandbox)"),
     (BOTTLECRM, "BottleCRM (cases)"),
+    (WEBDAV, "WebDAV document store (documents)"),
 ]
 
 
@@ -288,7 +291,31 @@ class BottleCrmKind(Kind):
         return problems
 
 
-KINDS: dict[str, Kind] = {kind.key: kind for kind in (HandoverKind(), BottleCrmKind())}
+class WebDavKind(Kind):
+    key = WEBDAV
+    label = "WebDAV"
+    connectors = {"documents": {"documents.extract": WebDavDocumentRead}}
+    # Reads only: nothing to look up, no key to send. A read is repeated, never reconciled.
+    declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
+
+    def check_destination(self, integration, connector):
+        # OPTIONS on the shared folder: a WebDAV server names its compliance classes (DAV:)
+        # and refuses credentials it does not accept, without reading any document.
+        try:
+            response = connector.request("OPTIONS", "/")
+        except ConnectorError as exc:
+            return [_call_problem(integration, exc, "the shared folder")]
+        if not response.header("DAV"):
+            return [
+                f"{integration.base_url} answered OPTIONS {response.status} without a DAV header: "
+                "it does not speak WebDAV there. Is the address the shared folder's WebDAV URL?"
+            ]
+        return []
+
+
+KINDS: dict[str, Kind] = {
+    kind.key: kind for kind in (HandoverKind(), BottleCrmKind(), WebDavKind())
+}
 
 
 def kind_of(integration) -> Kind:

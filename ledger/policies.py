@@ -115,6 +115,10 @@ ATTENTION = {
     "invalid": "The destination refused the request as it is.",
     "auth": "The destination refused Handover's credentials; the integration owner is told.",
     "access_denied": "Handover may no longer read this document.",
+    "document_changed": (
+        "The document changed after it was attached: this version is no longer there, so it "
+        "was not read; the version there now is read as a new version."
+    ),
     "delivery_failed": "The provider accepted the message but could not deliver it.",
     "payload_mismatch": "The payload differs from the approved one; nothing was sent.",
     "unresolved": "The suggester gave no usable answer; the enquiry waits for review.",

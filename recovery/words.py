@@ -93,6 +93,7 @@ GROUP_ATTENTION = {
     "invalid": "refused as invalid",
     "auth": "credentials refused",
     "access_denied": "access removed",
+    "document_changed": "document changed",
     "delivery_failed": "not delivered",
     "payload_mismatch": "payload changed after approval",
     "unresolved": "no usable suggestion",

@@ -62,6 +62,9 @@ class CallResult:
     external_id: str = ""
     body: str = ""
     result: dict[str, Any] = field(default_factory=dict)
+    # What a read found (a document's fields and text): handed to ledger.effects, never kept
+    # on the operation, whose record outlives personal data.
+    content: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
