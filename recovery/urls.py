@@ -1,6 +1,6 @@
 from django.urls import path
 
-from recovery.views import actions, bulk, dashboard, integrations, items, queue
+from recovery.views import actions, bulk, dashboard, documents, integrations, items, queue
 from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
@@ -10,6 +10,16 @@ urlpatterns = [
     path("console/", queue.queue, name="queue"),
     path("console/review/", queue.review_list, name="review"),
     path("console/review/<str:reference>/", items.review_detail, name="review-item"),
+    path(
+        "console/review/<str:reference>/documents/<int:pk>/correct/",
+        documents.correct,
+        name="document-correct",
+    ),
+    path(
+        "console/review/<str:reference>/documents/<int:pk>/reprocess/",
+        documents.reprocess,
+        name="document-reprocess",
+    ),
     path("console/enquiries/", queue.enquiry_list, name="enquiries"),
     path("console/enquiries/<str:reference>/", items.enquiry_detail, name="enquiry"),
     path("console/operations/<uuid:op_id>/", items.operation_detail, name="operation"),
