@@ -69,7 +69,7 @@ POLICIES: dict[str, Policy] = {
             READ,
             Integration.DOCUMENTS,
             recovery="reprocess the same document version; access failure is a visible failure",
-            check_first="has a reviewer already corrected it?",
+            check_first="has a reviewer already corrected it? (the correction wins)",
             system_approved=True,
         ),
         Policy(

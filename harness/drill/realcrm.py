@@ -106,8 +106,8 @@ class ProxiedCrm:
         started = ", started by the drill" if self.started_by_drill else ""
         return (
             f"{self.kind.label} (kind {self.kind.key}) at {self.upstream}{started}, through the "
-            f"fault proxy at {self.proxy.url}; notifications, documents and appointments: "
-            f"{self.others.describe()}"
+            f"fault proxy at {self.proxy.url}; notifications and appointments: "
+            f"{self.others.describe()} (documents: a WsgiDAV the drill starts)"
         )
 
     def describe_integration(self, name: str) -> str:

@@ -46,6 +46,7 @@ from harness.drill.destination import (
     SandboxDestination,
     is_sandbox,
 )
+from harness.drill.documents import DocumentStore
 from harness.drill.processes import (
     Cluster,
     DrillError,
@@ -59,7 +60,7 @@ from harness.processes import wait_until
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
-from ledger.kinds import HANDOVER, kind_of
+from ledger.kinds import HANDOVER, WEBDAV, kind_of
 from ledger.models import Integration, Op, Operation
 from sandbox.testing import SandboxProcess
 
@@ -114,6 +115,7 @@ class Drill:
         self.secret = new_secret()
         self.sandbox: SandboxProcess | None = None
         self.bottlecrm = None
+        self.documents: DocumentStore | None = None
         self.destination: Destination | None = None
         self.web: WebServer | None = None
         self.cluster: Cluster | None = None
@@ -159,6 +161,16 @@ class Drill:
             Integration.objects.update(base_url=self.sandbox.url, **DRILL_SETTINGS)
         else:
             self._setup_real_crm(crm, sandbox)
+        # Documents: a real WebDAV server behind the fault proxy, whatever the CRM is.
+        self.documents = DocumentStore(self.dir / "documents").start()
+        Integration.objects.filter(name=Integration.DOCUMENTS).update(
+            **{
+                **DRILL_SETTINGS,
+                "kind": WEBDAV,
+                "base_url": self.documents.url,
+                "token": self.documents.token,
+            }
+        )
         self.reviewer, self.editor = self._users()
         self.categories = self._categories()
         self.env = child_environment(
@@ -222,6 +234,8 @@ class Drill:
             self.destination.close()
         if self.sandbox is not None:
             self.sandbox.stop()
+        if self.documents is not None:
+            self.documents.close()
         if self.bottlecrm is not None:
             self.bottlecrm.stop()
         for category in self.made_categories:
@@ -246,7 +260,13 @@ class Drill:
     def uses(self, names) -> str:
         """The destination each integration a case touches was, for the case's report row."""
         describe = getattr(self.destination, "describe_integration", None)
-        return "; ".join(f"{name}: {describe(name) if describe else 'sandbox'}" for name in names)
+
+        def where(name):
+            if name == Integration.DOCUMENTS and self.documents is not None:
+                return self.documents.describe()
+            return describe(name) if describe else "sandbox"
+
+        return "; ".join(f"{name}: {where(name)}" for name in names)
 
     def _users(self):
         # "drill" approves (reviewer) and resolves its own items afterwards (coordinator);
@@ -450,6 +470,11 @@ class Drill:
             logger.exception("drill case %s crashed", spec.key)
             case.error = f"error: {exc.__class__.__name__}: {exc}"
         finally:
+            if self.documents is not None and "documents" in spec.uses:
+                try:
+                    self.documents.clear()
+                except RuntimeError:
+                    pass  # a control error of the proxy, or a server that would not restart
             if self.destination.can_inject_faults:
                 try:
                     self.destination.clear_faults()

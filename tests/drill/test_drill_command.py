@@ -28,6 +28,9 @@ DESIGN_TABLE = [
     "worker killed after the remote write succeeded",
     "destination cannot be looked up",
     "document access removed",
+    "the document changed between reads",
+    "the document store does not answer in time",
+    "a reviewer's correction, then the same version read again",
     "enquiry changed after approval",
     "uncertain classification",
     "CRM succeeds, notification fails",
@@ -76,7 +79,7 @@ def test_the_drill_runs_every_case_for_real_and_passes(tmp_path):
         assert case["passed"] is True, f"{case['name']}: {case['observed']}\n{output[-4000:]}"
         assert case["input_reference"].startswith("DRILL-")
     assert finished.returncode == 0, output[-4000:]
-    assert "13 of 13 cases passed" in finished.stdout
+    assert "16 of 16 cases passed" in finished.stdout
 
     html = html_path.read_text()
     assert "every case passed" in html and "DRILL-" in html
