@@ -24,6 +24,13 @@ and cases are counted AT BottleCRM through the kind's own look-up by reference, 
 in BottleCRM's org (``cases_without_soak_reference``: a case Handover made without its
 reference would be invisible to every look-up). Notifications stay on the sandbox.
 
+``--documents webdav``: every event attaches a PDF form put on a real WebDAV server (WsgiDAV,
+``harness/webdav``) behind the fault proxy, whose reads meet the proxy's faults too; the
+documents integration is of kind ``webdav``. Counted from the database against the forms the
+share holds (bench/soak_count.py): each document read with exactly its form's fields, or
+failed in the queue with an owner; a document with other fields is ``documents_lost``, one with
+neither is ``documents_invisible``.
+
 Isolation: by default the soak runs its OWN PostgreSQL (pgserver, a throwaway data directory
 under var/soak/), so restarting it never touches anybody else's connections; with
 ``--database-url`` it uses that server (a fresh ``handover_soak_<pid>`` database) and restarts
@@ -76,6 +83,8 @@ class Soak(Traffic, Chaos, Accounting):
         self.fault_errors: list[str] = []
         self.bottlecrm = None
         self.crm = None  # harness.drill.realcrm.ProxiedCrm when the CRM is real
+        self.documents = None  # harness.drill.documents.DocumentStore with --documents webdav
+        self.expected_documents: dict[str, dict] = {}  # document id -> the form's fields
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -148,6 +157,8 @@ class Soak(Traffic, Chaos, Accounting):
         )
         if real_crm:
             self.setup_bottlecrm()
+        if args.documents == "webdav":
+            self.setup_documents()
         self.secret = new_secret()
         self.env = child_environment(INTAKE_SECRETS=json.dumps({SOURCE: [self.secret]}))
         self.web = WebServer(self.dir / "web.log", self.env, workers=2, threads=4).start()
@@ -185,6 +196,17 @@ class Soak(Traffic, Chaos, Accounting):
             raise RuntimeError("BottleCRM is not ready: " + " ".join(problems))
         log(f"BottleCRM {self.bottlecrm.url} behind the fault proxy {self.crm.url}")
 
+    def setup_documents(self):
+        """WsgiDAV behind the fault proxy, the documents row (kind webdav) pointing at it."""
+        from harness.drill.documents import DocumentStore
+        from ledger.models import Integration
+
+        self.documents = DocumentStore(self.dir / "documents").start()
+        Integration.objects.filter(name=Integration.DOCUMENTS).update(
+            kind="webdav", base_url=self.documents.url, token=self.documents.token
+        )
+        log(f"WsgiDAV {self.documents.dav.url} behind the fault proxy {self.documents.url}")
+
     def teardown(self):
         for child in (getattr(self, "cluster", None), getattr(self, "web", None)):
             if child is not None:
@@ -193,6 +215,8 @@ class Soak(Traffic, Chaos, Accounting):
             self.crm.proxy.stop()
         if self.bottlecrm is not None:
             self.bottlecrm.stop()
+        if self.documents is not None:
+            self.documents.close()
         if getattr(self, "sandbox", None) is not None:
             self.sandbox.stop()
         if getattr(self, "pg", None) is not None:
@@ -259,6 +283,12 @@ def main(argv=None):
         help="the CRM: the sandbox, or a real BottleCRM behind the fault proxy",
     )
     parser.add_argument(
+        "--documents",
+        choices=("none", "webdav"),
+        default="none",
+        help="attach a PDF form to every event, read from a real WsgiDAV behind the fault proxy",
+    )
+    parser.add_argument(
         "--database-url",
         default="",
         help="use this PostgreSQL server (restarted with pg_ctlcluster) instead of an own one",
@@ -275,6 +305,8 @@ def main(argv=None):
         figures["lost"] == 0
         and figures["duplicate_records"] == 0
         and figures["unresolved_invisible"] == 0
+        and figures.get("documents_lost", 0) == 0
+        and figures.get("documents_invisible", 0) == 0
     )
     return 0 if ok else 1
 

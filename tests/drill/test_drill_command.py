@@ -84,7 +84,7 @@ def test_the_drill_runs_every_case_for_real_and_passes(tmp_path):
     html = html_path.read_text()
     assert "every case passed" in html and "DRILL-" in html
     run = DrillRun.objects.get()
-    assert run.passed and run.cases_total == run.cases_passed == 13
+    assert run.passed and run.cases_total == run.cases_passed == 16
     assert run.report == report
     # The console's integrations point where they pointed before, not at the drill's dead port.
     assert integration_settings() == before

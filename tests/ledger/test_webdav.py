@@ -170,3 +170,14 @@ def test_a_correction_is_kept_across_reprocessing_the_same_version(
         {"id": "permit-6.pdf", "version": version, "fields": {"permit": "P-6", "ward": "North"}}
     ]
     assert held(share, "permit-6.pdf") == {"permit": "P-6", "ward": "Nrth"}  # untouched there
+
+
+def test_check_connection_says_ready_then_names_refused_credentials(share):
+    from ledger.kinds import kind_of
+
+    row = Integration.objects.get(name="documents")
+    assert kind_of(row).check(row) == []
+    share.change_credentials("rotated-again")
+    (problem,) = kind_of(row).check(row)
+    assert "refused Handover's credentials" in problem
+    assert share.password not in problem and "dav-secret" not in problem
