@@ -300,7 +300,9 @@ class WebDavKind(Kind):
 
     def check_destination(self, integration, connector):
         # OPTIONS on the shared folder: a WebDAV server names its compliance classes (DAV:)
-        # and refuses credentials it does not accept, without reading any document.
+        # and refuses credentials it does not accept, without reading any document. Sent as
+        # the reads are (HTTP Basic for a user:password token), not as the base connector.
+        connector = WebDavDocumentRead(integration)
         try:
             response = connector.request("OPTIONS", "/")
         except ConnectorError as exc:
