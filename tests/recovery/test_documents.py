@@ -133,3 +133,16 @@ def test_a_document_not_read_says_so_and_invents_nothing(client_for, story):
     page = client_for("reviewer").get(f"/console/review/{enquiry.reference}/").content.decode()
     assert "access removed" in page and "nothing is made up in its place" in page
     assert "Correct a field" not in page
+
+
+def test_a_changed_documents_failed_read_offers_no_retry_it_would_only_fail_again(story):
+    from recovery.explain import retry_advised
+
+    changed = story.operation(
+        "failed", action="documents.extract", integration="documents", attention="document_changed"
+    )
+    denied = story.operation(
+        "failed", action="documents.extract", integration="documents", attention="access_denied"
+    )
+    assert retry_advised(changed) is False
+    assert retry_advised(denied) is True  # once access is restored, the same version is read
