@@ -194,12 +194,6 @@ class ProxiedCrm:
             "idempotency_key": row.capabilities.idempotency_key,
         }
 
-    def put_document(self, doc_id, content):
-        return self.others.put_document(doc_id, content)
-
-    def set_doc_access(self, doc_id, allowed):
-        return self.others.set_doc_access(doc_id, allowed)
-
     def close(self):
         if self.proxy.running:
             self.proxy.clear_faults()
