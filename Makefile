@@ -40,6 +40,7 @@ screenshots: $(VENV)/.installed
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_config.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_notices.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_setup.py
+	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_documents.py
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput

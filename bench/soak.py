@@ -31,6 +31,13 @@ slots (``ledger.services.request_slots``), read by the workers from a real Radic
 in the queue (``appointment_reads``); none stuck out of sight; the calendar holds exactly the
 events it was seeded with (reads never write).
 
+``--documents webdav``: every event attaches a PDF form put on a real WebDAV server (WsgiDAV,
+``harness/webdav``) behind the fault proxy, whose reads meet the proxy's faults too; the
+documents integration is of kind ``webdav``. Counted from the database against the forms the
+share holds (bench/soak_count.py): each document read with exactly its form's fields, or
+failed in the queue with an owner; a document with other fields is ``documents_lost``, one with
+neither is ``documents_invisible``.
+
 Isolation: by default the soak runs its OWN PostgreSQL (pgserver, a throwaway data directory
 under var/soak/), so restarting it never touches anybody else's connections; with
 ``--database-url`` it uses that server (a fresh ``handover_soak_<pid>`` database) and restarts
@@ -86,6 +93,8 @@ class Soak(Traffic, Chaos, Accounting):
         self.calendar = None  # harness.drill.calendar.DrillCalendar with --appointments caldav
         self.calendar_events = 0
         self.slots_asked = 0
+        self.documents = None  # harness.drill.documents.DocumentStore with --documents webdav
+        self.expected_documents: dict[str, dict] = {}  # document id -> the form's fields
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -160,6 +169,8 @@ class Soak(Traffic, Chaos, Accounting):
             self.setup_bottlecrm()
         if args.appointments == "caldav":
             self.setup_calendar()
+        if args.documents == "webdav":
+            self.setup_documents()
         self.secret = new_secret()
         self.env = child_environment(INTAKE_SECRETS=json.dumps({SOURCE: [self.secret]}))
         self.web = WebServer(self.dir / "web.log", self.env, workers=2, threads=4).start()
@@ -212,6 +223,17 @@ class Soak(Traffic, Chaos, Accounting):
         self.calendar_events = self.calendar.records()
         log(f"Radicale {self.calendar.server.url} behind the fault proxy {self.calendar.proxy.url}")
 
+    def setup_documents(self):
+        """WsgiDAV behind the fault proxy, the documents row (kind webdav) pointing at it."""
+        from harness.drill.documents import DocumentStore
+        from ledger.models import Integration
+
+        self.documents = DocumentStore(self.dir / "documents").start()
+        Integration.objects.filter(name=Integration.DOCUMENTS).update(
+            kind="webdav", base_url=self.documents.url, token=self.documents.token
+        )
+        log(f"WsgiDAV {self.documents.dav.url} behind the fault proxy {self.documents.url}")
+
     def teardown(self):
         for child in (getattr(self, "cluster", None), getattr(self, "web", None)):
             if child is not None:
@@ -222,6 +244,8 @@ class Soak(Traffic, Chaos, Accounting):
             self.crm.proxy.stop()
         if self.bottlecrm is not None:
             self.bottlecrm.stop()
+        if self.documents is not None:
+            self.documents.close()
         if getattr(self, "sandbox", None) is not None:
             self.sandbox.stop()
         if getattr(self, "pg", None) is not None:
@@ -295,6 +319,12 @@ def main(argv=None):
         "real Radicale behind the fault proxy (faults and kills meet the reads too)",
     )
     parser.add_argument(
+        "--documents",
+        choices=("none", "webdav"),
+        default="none",
+        help="attach a PDF form to every event, read from a real WsgiDAV behind the fault proxy",
+    )
+    parser.add_argument(
         "--database-url",
         default="",
         help="use this PostgreSQL server (restarted with pg_ctlcluster) instead of an own one",
@@ -311,6 +341,8 @@ def main(argv=None):
         figures["lost"] == 0
         and figures["duplicate_records"] == 0
         and figures["unresolved_invisible"] == 0
+        and figures.get("documents_lost", 0) == 0
+        and figures.get("documents_invisible", 0) == 0
     )
     return 0 if ok else 1
 

@@ -41,6 +41,11 @@ CALENDAR_MODES = (
     "latency",
 )
 CALENDAR_DELAY_MS = {"hold": 3000, "latency": 300}
+# The documents' reads, at the proxy in front of WsgiDAV (--documents webdav); "hold" keeps the
+# answer past the read's 1 s timeout.
+DOC_TARGET = "doc.read"
+DOC_PROXY_MODES = ("hold", "drop_after_forward", "error_503", "error_403", "reset_before_commit")
+DOC_PROXY_DELAY_MS = {"hold": 3000}
 
 
 class Chaos:
@@ -75,12 +80,23 @@ class Chaos:
                     sum(counters["faulted"].values()),
                     sum(1 for f in proxied["faults_pending"] if f["target"] == target),
                 )
+        if self.documents is not None:
+            proxied = self.documents.proxy.stats()
+            counters = proxied["targets"][DOC_TARGET]
+            view[DOC_TARGET] = (
+                counters["seen"],
+                sum(counters["faulted"].values()),
+                len(proxied["faults_pending"]),
+            )
         return view
 
     def arm(self, target: str):
         if target in CALENDAR_TARGETS:
             mode = self.rng.choice(CALENDAR_MODES)
             self.calendar.proxy.fault(target, mode, count=1, delay_ms=CALENDAR_DELAY_MS.get(mode))
+        elif target == DOC_TARGET:
+            mode = self.rng.choice(DOC_PROXY_MODES)
+            self.documents.fault(mode, count=1, delay_ms=DOC_PROXY_DELAY_MS.get(mode))
         elif self.crm is not None and target.startswith("crm."):
             mode = self.rng.choice(CRM_PROXY_MODES)
             self.crm.proxy.fault(target, mode, count=1, delay_ms=CRM_PROXY_DELAY_MS.get(mode))
@@ -115,6 +131,8 @@ class Chaos:
         if self.calendar is not None:
             self.calendar.proxy.clear_faults()
             self.calendar.proxy.release()
+        if self.documents is not None:
+            self.documents.proxy.clear_faults()
 
     def kill_loop(self):
         every = self.args.kill_every

@@ -137,6 +137,8 @@ class Accounting:
         ]
         if self.calendar is not None:
             extra.update(self.count_reads(owned, invisible))
+        if self.documents is not None:
+            extra.update(self.count_documents(owned))
         duplicates = sum(n - 1 for ref, n in by_reference.items() if ref in soak_refs and n > 1)
         records = sum(n for ref, n in by_reference.items() if ref in soak_refs)
         if extra.get("cases_without_soak_reference"):
@@ -144,8 +146,14 @@ class Accounting:
                 f"{extra['cases_without_soak_reference']} case(s) in BottleCRM carry no soak "
                 "reference: no look-up would ever find them"
             )
+        documents = {
+            key: extra.pop(key)
+            for key in ("documents_lost", "documents_invisible", "documents_duplicated")
+            if key in extra
+        }
         return {
             "destination": self.args.destination,
+            **documents,
             "events_sent": self.events_sent,
             "distinct_events": self.args.events,
             "enquiries": len(enquiries),
@@ -176,5 +184,59 @@ class Accounting:
                 "unresolved_invisible": invisible[:20],
                 "logs": str(self.dir),
                 **extra,
+            },
+        }
+
+    def count_documents(self, owned) -> dict:
+        """Each attached form: read with exactly the fields the share holds for it, or failed
+        in the queue with an owner. Other fields are lost (made up or another's); neither is
+        invisible; two reads of one version confirmed for one revision are duplicated."""
+        from django.db.models import Count
+
+        from intake.models import Document
+        from ledger.models import Op, Operation
+
+        lost, invisible, read, visible = [], [], 0, 0
+        documents = Document.objects.filter(enquiry__source=SOURCE).select_related("enquiry")
+        by_name = {d.document_id: d for d in documents}
+        for name, fields in self.expected_documents.items():
+            document = by_name.get(name)
+            if document is None:
+                continue  # its event was never accepted: counted with the events
+            held = self.documents.fields_held(name)
+            if document.status == "extracted":
+                if document.extracted == fields == held:
+                    read += 1
+                else:
+                    lost.append(f"{name}: read {document.extracted}, the share holds {held}")
+                continue
+            ops = Operation.objects.filter(
+                enquiry=document.enquiry, action="documents.extract", payload__document_id=name
+            )
+            if document.status != "pending" and any(owned("operation", op.pk) for op in ops):
+                visible += 1
+            else:
+                states = [f"{op.state} {op.attention}" for op in ops]
+                invisible.append(f"{name}: {document.status}, reads {states}")
+        duplicated = (
+            Operation.objects.filter(
+                enquiry__source=SOURCE, action="documents.extract", state=Op.CONFIRMED
+            )
+            .values("enquiry", "revision", "payload__document_id")
+            .annotate(n=Count("id"))
+            .filter(n__gt=1)
+            .count()
+        )
+        return {
+            "documents_lost": len(lost),
+            "documents_invisible": len(invisible),
+            "documents_duplicated": duplicated,
+            "documents": {
+                "attached": len(self.expected_documents),
+                "read_as_held": read,
+                "failed_visible": visible,
+                "lost": lost[:20],
+                "invisible": invisible[:20],
+                "proxy": self.documents.proxy.stats()["targets"],
             },
         }

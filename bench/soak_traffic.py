@@ -55,6 +55,8 @@ class Traffic:
     def send_all(self):
         import requests
 
+        from harness.webdav.documents import form_pdf
+
         n = self.args.events
         events = []
         for i in range(n):
@@ -65,6 +67,12 @@ class Traffic:
                 "message": f"Soak event {i}: my bin was not emptied this week.",
                 "consent": True,
             }
+            if self.documents is not None:
+                name = f"soak-{os.getpid()}-{i}.pdf"
+                fields = {"permit": f"P-{i}", "resident": f"Soak Resident {i}"}
+                version = self.documents.put(name, form_pdf(fields))
+                self.expected_documents[name] = fields
+                payload["documents"] = [{"id": name, "version": version}]
             events.append((f"soak-{os.getpid()}-{i}", json.dumps(payload).encode()))
         local = threading.local()
 

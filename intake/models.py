@@ -377,9 +377,16 @@ class Document(models.Model):
     enquiry = models.ForeignKey(Enquiry, on_delete=models.CASCADE, related_name="attached")
     document_id = models.CharField(max_length=200)
     version = models.CharField(max_length=40)
-    status = models.CharField(max_length=20, default="pending")  # extracted, access_denied, failed
+    # pending, extracted, access_denied (401/403), changed (no longer this version), failed
+    status = models.CharField(max_length=20, default="pending")
+    # The read's own fields (a PDF form's), replaced by each read of this version.
     extracted = models.JSONField(default=dict, blank=True)
+    # A document that is not a form: its text, for the reviewer (never sent anywhere).
+    text = models.TextField(blank=True)
+    content_type = models.CharField(max_length=100, blank=True)
     error = models.TextField(blank=True)
+    # A reviewer's corrections, field -> value: kept apart from `extracted`, so no read ever
+    # overwrites one; they win wherever the fields are used (``fields``).
     corrected_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -395,3 +402,9 @@ class Document(models.Model):
 
     def __str__(self):
         return f"{self.document_id} v{self.version} ({self.status})"
+
+    @property
+    def fields(self) -> dict:
+        """The document's fields as Handover uses them: extracted, each corrected one the
+        reviewer's value."""
+        return {**self.extracted, **self.corrected}

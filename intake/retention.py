@@ -99,13 +99,16 @@ def redact_enquiry(enquiry, *, now, values=None) -> dict:
         extracted = redact_all_values(document.extracted)
         corrected = redact_all_values(document.corrected)
         error = scrub(document.error, values)
-        if (extracted, corrected, error) != (
+        text = REDACTED if document.text else ""  # a document's text is all content
+        if (extracted, corrected, error, text) != (
             document.extracted,
             document.corrected,
             document.error,
+            document.text,
         ):
             document.extracted, document.corrected, document.error = extracted, corrected, error
-            document.save(update_fields=["extracted", "corrected", "error", "updated_at"])
+            document.text = text
+            document.save(update_fields=["extracted", "corrected", "error", "text", "updated_at"])
             counts["documents"] += 1
 
     event = getattr(enquiry, "event", None)  # a reverse one-to-one: None when absent

@@ -33,11 +33,8 @@ def already_done(operation) -> CallResult | None:
         if fresh is not None:
             # Still fresh: its answer, with its own "as of", rather than another call.
             return CallResult(None, "", "", {**fresh.result, "reused_from": str(fresh.pk)})
-    if operation.action == "documents.extract":
-        document = _document(operation)
-        if document is not None and document.corrected_by_id is not None:
-            # A reviewer's correction always wins: nothing to fetch, nothing to overwrite.
-            return CallResult(None, "", "", {"reviewer_corrected": True})
+    # documents.extract reads again: "has a reviewer already corrected it?" is answered when
+    # the read is applied (apply_extraction), field by field, so a correction always wins.
     return None
 
 
@@ -77,12 +74,8 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
         _ready_for_review(enquiry, actor, f"suggestion: {result.result.get('label', '?')}")
     elif action == "documents.extract":
         document = _document(operation)
-        untouched = not result.result.get("reviewer_corrected")
-        if document is not None and untouched and document.corrected_by_id is None:
-            document.status = "extracted"
-            document.extracted = extracted_fields(result.result.get("content"))
-            document.error = ""
-            document.save(update_fields=["status", "extracted", "error", "updated_at"])
+        if document is not None:
+            apply_extraction(document, result.content or result.result)
 
 
 def on_unknown(operation, *, enquiry, actor, reason):
@@ -121,9 +114,53 @@ def on_failed(operation, *, enquiry, actor, attention, message):
         document = _document(operation)
         if document is not None:
             # Never invented fields: `extracted` keeps whatever it held (nothing, at first).
-            document.status = "access_denied" if attention == "access_denied" else "failed"
+            document.status = DOCUMENT_STATUS.get(attention, "failed")
             document.error = message[:1000]
             document.save(update_fields=["status", "error", "updated_at"])
+            current = str(operation.result.get("current_version") or "")
+            if attention == "document_changed" and current:
+                _read_new_version(operation, enquiry, document, current, actor)
+
+
+DOCUMENT_STATUS = {"access_denied": "access_denied", "document_changed": "changed"}
+
+
+def apply_extraction(document, result: dict):
+    """A read's fields into ``document.extracted``: always the read's own, so reprocessing the
+    same version gives the same result. A reviewer's corrections are kept apart
+    (``document.corrected``) and win field by field wherever the fields are used
+    (Document.fields): a re-extraction never overwrites one."""
+    if "text" in result:  # a kind that extracts from the document's bytes (ledger.extraction)
+        fields = {str(k): str(v) for k, v in (result.get("fields") or {}).items()}
+        document.text = str(result.get("text") or "")
+        document.content_type = str(result.get("content_type") or "")[:100]
+    else:  # the sandbox's contract: the document's content as JSON
+        fields = extracted_fields(result.get("content"))
+    document.status = "extracted"
+    document.extracted = fields
+    document.error = ""
+    document.save(
+        update_fields=["status", "extracted", "text", "content_type", "error", "updated_at"]
+    )
+
+
+def _read_new_version(operation, enquiry, document, version, actor):
+    """The document changed on the server: the version there now is a new version, attached
+    beside the old one and read as itself (never taken for the one that was attached)."""
+    from ledger.services.proposals import propose_extraction
+
+    if len(version) > Document._meta.get_field("version").max_length:
+        return  # not a version Handover can keep: the failed read says what is there
+    new, _ = Document.objects.get_or_create(
+        enquiry=enquiry, document_id=document.document_id, version=version
+    )
+    propose_extraction(
+        enquiry,
+        new,
+        actor=actor,
+        reason=f"{document.document_id} changed on the server: version {document.version} is "
+        f"gone, version {version} is read as a new version",
+    )
 
 
 def extracted_fields(content) -> dict:

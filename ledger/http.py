@@ -88,8 +88,11 @@ class HttpResult:
     body: Any  # parsed JSON, or the text
     text: str
     headers: dict[str, str] = field(default_factory=dict)
-    # The body as sent (an XML multistatus is parsed from bytes, as its encoding declares).
-    content: bytes = field(default=b"", repr=False)
+    content: bytes = field(default=b"", repr=False)  # the body as sent (an XML multistatus, a
+    # document's bytes); ``text`` decodes it
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
 
     def summary(self) -> str:
         return self.text[:BODY_LIMIT]
@@ -135,8 +138,11 @@ def send(
         if guard is not None:
             guard.cancel()
     # What the destination said is made storable before anything keeps it (ledger.storable):
-    # a NUL in a 503's body must not turn a definite answer into a crash.
-    text = storable.text(response.text)
+    # a NUL in a 503's body must not turn a definite answer into a crash. A document's bytes are
+    # not text: decoding them would only guess at a charset.
+    text = (
+        storable.text(response.text) if _textual(response.headers.get("Content-Type", "")) else ""
+    )
     try:
         body = storable.data(response.json()) if text else None
     except ValueError:
@@ -151,6 +157,11 @@ def send(
     if 200 <= response.status_code < 300:
         return result
     raise status_error(result)
+
+
+def _textual(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return not media or media.startswith("text/") or "json" in media or "xml" in media
 
 
 def status_error(result: HttpResult) -> ConnectorError:

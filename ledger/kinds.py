@@ -35,13 +35,15 @@ from ledger.connectors.crm import CrmCloseConnector, CrmCreateConnector
 from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
+from ledger.connectors.webdav import WebDavDocumentRead
 
-HANDOVER, BOTTLECRM, SMTP, CALDAV = "handover", "bottlecrm", "smtp", "caldav"
+HANDOVER, BOTTLECRM, SMTP, CALDAV, WEBDAV = "handover", "bottlecrm", "smtp", "caldav", "webdav"
 CHOICES = [
     (HANDOVER, "Handover contract (docs/integrations.md; the sandbox)"),
     (BOTTLECRM, "BottleCRM (cases)"),
     (SMTP, "E-mail through an SMTP relay"),
     (CALDAV, "CalDAV calendar (appointments)"),
+    (WEBDAV, "WebDAV document store (documents)"),
 ]
 # The address schemes an integration row may hold (Integration.base_url); each kind says which
 # of them it speaks (Kind.schemes).
@@ -400,8 +402,33 @@ class CalDavKind(Kind):
         return []
 
 
+class WebDavKind(Kind):
+    key = WEBDAV
+    label = "WebDAV"
+    connectors = {"documents": {"documents.extract": WebDavDocumentRead}}
+    # Reads only: nothing to look up, no key to send. A read is repeated, never reconciled.
+    declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
+
+    def check_destination(self, integration, connector):
+        # OPTIONS on the shared folder: a WebDAV server names its compliance classes (DAV:)
+        # and refuses credentials it does not accept, without reading any document. Sent as
+        # the reads are (HTTP Basic for a user:password token), not as the base connector.
+        connector = WebDavDocumentRead(integration)
+        try:
+            response = connector.request("OPTIONS", "/")
+        except ConnectorError as exc:
+            return [_call_problem(integration, exc, "the shared folder")]
+        if not response.header("DAV"):
+            return [
+                f"{integration.base_url} answered OPTIONS {response.status} without a DAV header: "
+                "it does not speak WebDAV there. Is the address the shared folder's WebDAV URL?"
+            ]
+        return []
+
+
 KINDS: dict[str, Kind] = {
-    kind.key: kind for kind in (HandoverKind(), BottleCrmKind(), SmtpKind(), CalDavKind())
+    kind.key: kind
+    for kind in (HandoverKind(), BottleCrmKind(), SmtpKind(), CalDavKind(), WebDavKind())
 }
 
 

@@ -69,7 +69,7 @@ POLICIES: dict[str, Policy] = {
             READ,
             Integration.DOCUMENTS,
             recovery="reprocess the same document version; access failure is a visible failure",
-            check_first="has a reviewer already corrected it?",
+            check_first="has a reviewer already corrected it? (the correction wins)",
             system_approved=True,
         ),
         Policy(
@@ -115,6 +115,10 @@ ATTENTION = {
     "invalid": "The destination refused the request as it is.",
     "auth": "The destination refused Handover's credentials; the integration owner is told.",
     "access_denied": "Handover may no longer read this document.",
+    "document_changed": (
+        "The document changed after it was attached: this version is no longer there, so it "
+        "was not read; the version there now is read as a new version."
+    ),
     "delivery_failed": "The provider accepted the message but could not deliver it.",
     "smtp_no_reply": (
         "The message went to the e-mail relay and its reply never came; a relay cannot be "

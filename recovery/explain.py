@@ -426,7 +426,7 @@ def retry_advised(op) -> bool:
     """False where the page says not to retry (refused as invalid or duplicates): no Retry
     button there, not even a locked one. Decided from the operation's own columns where they
     say (so a queue page asks no query per row), else from its last attempt."""
-    if op.attention in ("invalid", "payload_mismatch", "duplicate_records"):
+    if op.attention in ("invalid", "payload_mismatch", "duplicate_records", "document_changed"):
         return False
     if op.attention:
         return True

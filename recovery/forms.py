@@ -168,6 +168,18 @@ class EditForm(ReasonForm):
         }
 
 
+class DocumentCorrectionForm(ReasonForm):
+    """A reviewer's value for one field read from a document (intake.documents)."""
+
+    field = forms.ChoiceField(label="Field", error_messages={"invalid_choice": said.NO_SUCH_FIELD})
+    value = forms.CharField(label="Correct value", max_length=2000, required=False)
+
+    def __init__(self, *args, document=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = sorted(document.extracted) if document is not None else []
+        self.fields["field"].choices = [(name, name) for name in names]
+
+
 class ReleaseForm(ReasonForm):
     """The held writes an admin chose, and whether they saw the summary and confirmed it.
 

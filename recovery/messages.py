@@ -66,6 +66,15 @@ ENQUIRY_DONE = {
     "reject": _("Rejected."),
     "assign": OWNER_CHANGED,
 }
+# A document's card on the review page (recovery.views.documents).
+NO_SUCH_FIELD = _("Choose one of the fields read from this document.")
+DOCUMENT_CORRECTED = _(
+    "Corrected %(field)s of %(document)s: saved as a new revision, which needs review again."
+)
+DOCUMENT_READ_AGAIN = _(
+    "%(document)s version %(version)s will be read again; a correction stays as it is."
+)
+
 # done: one of ENQUIRY_DONE; next: the reference of the next enquiry waiting.
 REVIEWED_NONE_WAITING = _("%(reference)s: %(done)s Nothing else waits for review.")
 REVIEWED_NEXT_WAITING = _("%(reference)s: %(done)s Next waiting: %(next)s.")

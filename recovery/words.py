@@ -95,6 +95,7 @@ GROUP_ATTENTION = {
     "invalid": "refused as invalid",
     "auth": "credentials refused",
     "access_denied": "access removed",
+    "document_changed": "document changed",
     "delivery_failed": "not delivered",
     "smtp_no_reply": "sent, relay never replied",
     "payload_mismatch": "payload changed after approval",

@@ -51,7 +51,7 @@ class Destination:
     def _no_faults(self, *args, **kwargs):
         raise CannotRun(f"{self.url} is not a sandbox: faults cannot be injected into it")
 
-    fault = clear_faults = capabilities = put_document = set_doc_access = _no_faults
+    fault = clear_faults = capabilities = _no_faults
 
     def close(self):
         self.session.close()
@@ -101,14 +101,6 @@ class SandboxDestination(Destination):
         if not changes:
             return self._control("GET", "/_sandbox/capabilities")
         return self._control("POST", "/_sandbox/capabilities", changes)
-
-    def put_document(self, doc_id: str, content: dict) -> str:
-        response = self.session.put(f"{self.url}/docs/{doc_id}", json=content, timeout=10)
-        response.raise_for_status()
-        return str(response.json()["version"])
-
-    def set_doc_access(self, doc_id: str, allowed: bool):
-        return self._control("POST", f"/_sandbox/docs/{doc_id}/access", {"allowed": allowed})
 
 
 def is_sandbox(url: str) -> bool:

@@ -106,8 +106,8 @@ class ProxiedCrm:
         started = ", started by the drill" if self.started_by_drill else ""
         return (
             f"{self.kind.label} (kind {self.kind.key}) at {self.upstream}{started}, through the "
-            f"fault proxy at {self.proxy.url}; notifications, documents and appointments: "
-            f"{self.others.describe()}"
+            f"fault proxy at {self.proxy.url}; notifications and appointments: "
+            f"{self.others.describe()} (documents: a WsgiDAV the drill starts)"
         )
 
     def describe_integration(self, name: str) -> str:
@@ -193,12 +193,6 @@ class ProxiedCrm:
             "lookup": row.capabilities.lookup,
             "idempotency_key": row.capabilities.idempotency_key,
         }
-
-    def put_document(self, doc_id, content):
-        return self.others.put_document(doc_id, content)
-
-    def set_doc_access(self, doc_id, allowed):
-        return self.others.set_doc_access(doc_id, allowed)
 
     def close(self):
         if self.proxy.running:

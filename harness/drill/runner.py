@@ -49,6 +49,7 @@ from harness.drill.destination import (
     SandboxDestination,
     is_sandbox,
 )
+from harness.drill.documents import DocumentStore
 from harness.drill.processes import (
     Cluster,
     DrillError,
@@ -62,7 +63,7 @@ from harness.processes import wait_until
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
-from ledger.kinds import HANDOVER, kind_of
+from ledger.kinds import HANDOVER, WEBDAV, kind_of
 from ledger.models import Integration, Op, Operation
 from sandbox.testing import SandboxProcess
 
@@ -118,6 +119,7 @@ class Drill:
         self.sandbox: SandboxProcess | None = None
         self.bottlecrm = None
         self.calendar: DrillCalendar | None = None
+        self.documents: DocumentStore | None = None
         self.destination: Destination | None = None
         self.web: WebServer | None = None
         self.cluster: Cluster | None = None
@@ -167,6 +169,16 @@ class Drill:
         self.calendar = DrillCalendar(self.dir)
         self.calendar.start()
         self.calendar.point(DRILL_SETTINGS)
+        # Documents: a real WebDAV server behind the fault proxy, whatever the CRM is.
+        self.documents = DocumentStore(self.dir / "documents").start()
+        Integration.objects.filter(name=Integration.DOCUMENTS).update(
+            **{
+                **DRILL_SETTINGS,
+                "kind": WEBDAV,
+                "base_url": self.documents.url,
+                "token": self.documents.token,
+            }
+        )
         self.reviewer, self.editor = self._users()
         self.categories = self._categories()
         self.env = child_environment(
@@ -232,6 +244,8 @@ class Drill:
             self.sandbox.stop()
         if self.calendar is not None:
             self.calendar.close()
+        if self.documents is not None:
+            self.documents.close()
         if self.bottlecrm is not None:
             self.bottlecrm.stop()
         for category in self.made_categories:
@@ -261,6 +275,8 @@ class Drill:
         def where(name):
             if name == "notify:smtp":
                 return "the drill's SMTP relay (harness.mailserver)"
+            if name == Integration.DOCUMENTS and self.documents is not None:
+                return self.documents.describe()
             if name == "appointments" and self.calendar is not None:
                 return self.calendar.describe()
             return describe(name) if describe else "sandbox"
@@ -469,6 +485,11 @@ class Drill:
             logger.exception("drill case %s crashed", spec.key)
             case.error = f"error: {exc.__class__.__name__}: {exc}"
         finally:
+            if self.documents is not None and "documents" in spec.uses:
+                try:
+                    self.documents.clear()
+                except RuntimeError:
+                    pass  # a control error of the proxy, or a server that would not restart
             if self.destination.can_inject_faults:
                 try:
                     self.destination.clear_faults()

@@ -71,6 +71,9 @@ class CallResult:
     external_id: str = ""
     body: str = ""
     result: dict[str, Any] = field(default_factory=dict)
+    # What a read found (a document's fields and text): handed to ledger.effects, never kept
+    # on the operation, whose record outlives personal data.
+    content: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         self.external_id = storable.text(self.external_id)

@@ -276,7 +276,9 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
                     },
                 )
             return "failed (auth)"
-        fail_operation(op, enquiry, actor, "invalid", error.message, owner=False)
+        # An answer that settles the read for good (a changed document) says so by its code.
+        op.result = {**op.result, **error.evidence}
+        fail_operation(op, enquiry, actor, error.attention or "invalid", error.message, owner=False)
         op.save()
         return "failed (invalid)"
 

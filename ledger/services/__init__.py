@@ -7,7 +7,8 @@ broker makes the enqueue part of that transaction.
 By sub-domain: ``proposals`` (work the ledger proposes: the receipt's, intake's signals),
 ``actions`` (a person's approval and recovery of an operation, each in the one skeleton
 ``common.operator_action``), ``integrations`` (settings, check, pause, resume, backlog),
-``appointments``. Callers import from here: ``from ledger import services``.
+``appointments``, ``documents`` (a reviewer's request to read a document again).
+Callers import from here: ``from ledger import services``.
 
 Errors: ActionRefused (a ValueError) when the state or the policy says no; Django's
 PermissionDenied when the actor's role says no.
@@ -26,6 +27,7 @@ from ledger.services.actions import (
 )
 from ledger.services.appointments import needs_visit, request_slots, slots_view
 from ledger.services.common import LEDGER, ActionRefused, integration, operator_action
+from ledger.services.documents import reprocess_document
 from ledger.services.integrations import (
     backlog,
     check_integration,
@@ -67,6 +69,7 @@ __all__ = [
     "reassign_operation",
     "reconcile_now",
     "release_backlog",
+    "reprocess_document",
     "request_slots",
     "resume_integration",
     "retry_operation",

@@ -104,14 +104,24 @@ def approve_proposed(op, *, actor, reason, save=True):
 
 
 def crm_payload(enquiry, revision) -> dict:
-    """What the CRM receives for an approved revision: the reference and the reviewed fields."""
-    return {
+    """What the CRM receives for an approved revision: the reference and the reviewed fields,
+    and the fields read from attached forms (a reviewer's correction in place of what was
+    read) when there are any."""
+    payload = {
         "reference": enquiry.reference,
         "revision": revision.number,
         "category": revision.category.slug if revision.category_id else None,
         "source": enquiry.source,
         "fields": revision.fields,
     }
+    documents = [
+        {"id": d.document_id, "version": d.version, "fields": d.fields}
+        for d in Document.objects.filter(enquiry=enquiry).order_by("document_id", "version")
+        if d.fields
+    ]
+    if documents:
+        payload["documents"] = documents
+    return payload
 
 
 def notice_payload(template, to, **values) -> dict:
@@ -185,9 +195,9 @@ def _receipt_specs(enquiry, documents):
         specs.append(
             (
                 "documents.extract",
-                {"document_id": document.document_id, "version": document.version},
+                extraction_payload(document),
                 revision,
-                f"{document.document_id}@v{document.version}",
+                extraction_detail(document),
                 "",
             )
         )
@@ -247,6 +257,31 @@ def propose_receipt_work(enquiry, *, actor=LEDGER):
         # As save() does: the row now holds "approved", the state a later save() checks for.
         op._update_initial_state()
     return ops
+
+
+def extraction_payload(document) -> dict:
+    return {"document_id": document.document_id, "version": document.version}
+
+
+def extraction_detail(document) -> str:
+    """The extraction's part of its key: the document and its version (one place)."""
+    return f"{document.document_id}@v{document.version}"
+
+
+def propose_extraction(enquiry, document, *, actor=LEDGER, reason=""):
+    """Read ``document`` (one version) for the enquiry's current revision: a read, approved by
+    policy and enqueued in the caller's transaction. Returns (operation, created); an
+    operation already under the key is returned as it is."""
+    return propose(
+        enquiry,
+        "documents.extract",
+        extraction_payload(document),
+        revision=enquiry.current_revision,
+        detail=extraction_detail(document),
+        actor=actor,
+        approve=True,
+        reason=reason,
+    )
 
 
 def _attached_documents(enquiry):

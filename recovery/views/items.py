@@ -20,6 +20,7 @@ from recovery.views.common import (
     get_operation_for_user,
     require,
 )
+from recovery.views.documents import documents_context
 from recovery.words import OPERATOR_ACTIONS
 
 # Console action -> its URL segment (recovery/urls.py names them op-<segment>, enquiry-<segment>).
@@ -182,7 +183,7 @@ def item_context(request, enquiry, *, bound=None):
         "operations": operations,
         "journal": journal,
         "suggestions": list(enquiry.suggestions.select_related("category")[:5]),
-        "documents": list(enquiry.attached.all()),
+        "documents": documents_context(enquiry, user, bound, placed),
         "event": IntakeEvent.objects.filter(enquiry=enquiry).first(),
         "answers": explain.answers(enquiry, operations, journal, revision=current),
         "enquiry_actions": enquiry_actions,

@@ -129,11 +129,25 @@ def test_crm_kind_from_the_environment_at_first_seed(db, monkeypatch):
     assert ensure_integrations()["crm"].kind == "bottlecrm"
 
 
+def test_docs_kind_from_the_environment_at_first_seed(db, monkeypatch):
+    from ledger.integrations import ensure_integrations
+
+    monkeypatch.setenv("DOCS_KIND", "webdav")
+    monkeypatch.setenv("DOCS_TOKEN", "handover:app-password")
+    documents = ensure_integrations()["documents"]
+    assert (documents.kind, documents.token) == ("webdav", "handover:app-password")
+    # Reads only: nothing to look up and no key, whatever the row says.
+    assert documents.capabilities.lookup is False
+    assert documents.capabilities.idempotency_key is False
+    assert ensure_integrations()["crm"].kind == "handover"
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "words"),
     [
         ("CRM_KIND", "dynamics", "not a known kind"),
         ("NOTIFY_KIND", "bottlecrm", "cannot serve the notify integration"),
+        ("CRM_KIND", "webdav", "cannot serve the crm integration"),
     ],
 )
 def test_an_impossible_kind_in_the_environment_stops_the_seed(

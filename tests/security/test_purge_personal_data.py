@@ -65,6 +65,13 @@ def make_enquiry(*, close=None, crm=None, reviewer=None, op_state="confirmed"):
         extracted={"tenant": NAME, "address": "14 Larkspur Row", "pages": 2},
         corrected={"tenant": NAME},
     )
+    Document.objects.create(
+        enquiry=enquiry,
+        document_id="tenancy.pdf",
+        version="2146808-1796171100-1204",
+        status="extracted",
+        text=f"Tenancy agreement between the council and {NAME}, 14 Larkspur Row.",
+    )
     Suggestion.objects.create(
         enquiry=enquiry,
         revision=1,
@@ -191,8 +198,10 @@ def test_closed_enquiry_past_retention_is_redacted_and_keeps_its_evidence(crm, r
     assert dict(Operation.objects.filter(enquiry=enquiry).values_list("pk", "payload_hash")) == (
         hashes
     )
-    document = Document.objects.get(enquiry=enquiry)
+    document = Document.objects.get(enquiry=enquiry, document_id="doc-1")
     assert document.extracted == {"tenant": REDACTED, "address": REDACTED, "pages": 2}
+    text = Document.objects.get(enquiry=enquiry, document_id="tenancy.pdf").text
+    assert text == REDACTED  # a document's text is all content
     revision = Revision.objects.get(enquiry=enquiry, number=2)
     assert (
         revision.fields["name"] == REDACTED

@@ -23,10 +23,15 @@ from harness.drill.cases.changes import (
     changed_after_approval,
     integration_paused,
 )
+from harness.drill.cases.documents import (
+    document_access_removed,
+    document_changed,
+    document_correction_kept,
+    document_timeout,
+)
 from harness.drill.cases.email import email_busy, email_no_reply, email_refused
 from harness.drill.cases.failures import (
     destination_unavailable,
-    document_access_removed,
     lookup_unavailable,
     notification_fails,
     timeout_after_commit,
@@ -105,8 +110,28 @@ CASES = [
         "document access removed",
         "access failure; no invented fields",
         document_access_removed,
-        needs_faults=True,
-        uses=("documents", "crm"),
+        uses=("documents",),
+    ),
+    Spec(
+        "doc-changed",
+        "the document changed between reads",
+        "a new version, read as itself; the old version's fields never made up",
+        document_changed,
+        uses=("documents",),
+    ),
+    Spec(
+        "doc-timeout",
+        "the document store does not answer in time",
+        "asked again within the retry budget; then read",
+        document_timeout,
+        uses=("documents",),
+    ),
+    Spec(
+        "doc-corrected",
+        "a reviewer's correction, then the same version read again",
+        "the same fields read; the correction kept",
+        document_correction_kept,
+        uses=("documents",),
     ),
     Spec(
         "changed",

@@ -1,6 +1,6 @@
 """The drill's cases where a destination or a worker fails: unavailable, a timeout after the
-commit, a worker killed after the write, no look-up, document access removed, a failing
-notification."""
+commit, a worker killed after the write, no look-up, a failing notification (documents:
+harness.drill.cases.documents)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from harness.drill.cases.steps import (
 )
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
-from intake.models import Document
-from intake.services import reject_enquiry
 from ledger.models import Op
 from ledger.services import cancel_operation, complete_by_hand, retry_operation
 
@@ -134,38 +132,6 @@ def lookup_unavailable(d: Drill, case: CaseResult):
     found = d.destination.crm_records(enquiry.reference)
     if found:
         complete_by_hand(op.pk, actor=ACTOR, reason=CLEANUP, external_id=found[0]["id"])
-
-
-def document_access_removed(d: Drill, case: CaseResult):
-    doc_id = f"drill-{d.run_id}-doc"
-    version = d.destination.put_document(doc_id, {"fields": {"permit": "DRILL-PERMIT-1"}})
-    d.destination.set_doc_access(doc_id, False)
-    enquiry = d.send(case, documents=[{"id": doc_id, "version": version}])
-    d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
-    op = d.operation(enquiry, "documents.extract")
-    if op is None:
-        raise CaseFailed("no documents.extract operation was proposed")
-    op = d.wait_operation(op, lambda o: o.state in (Op.FAILED, Op.CONFIRMED), "the extraction")
-    d.settle(enquiry)
-    document = Document.objects.get(enquiry=enquiry, document_id=doc_id)
-    revision = enquiry.revisions.order_by("-number").first()
-    queue = d.queue_row("operation", op.pk)
-    case.destination_records = d.destination.records(enquiry.reference)
-    case.note(
-        f"extraction {op.state} ({op.attention}); document {document.status}, "
-        f"extracted {document.extracted}; revision r{revision.number}; queue: {queue}"
-    )
-    case.check(op.state == Op.FAILED and op.attention == "access_denied", "an access failure")
-    case.check(document.status == "access_denied", "the document marked access denied")
-    case.check(document.extracted == {}, "no invented fields", document.extracted)
-    case.check(
-        revision.number == 1 and "permit" not in revision.fields,
-        "the revision is untouched",
-        revision.fields,
-    )
-    case.check(queue == "failed", "visible in the queue", queue)
-    cancel_operation(op.pk, actor=ACTOR, reason=CLEANUP)
-    reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
 
 
 def notification_fails(d: Drill, case: CaseResult):
