@@ -29,12 +29,14 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "django_q",
     "axes",
     "csp",
     "intake",
     "ledger",
     "recovery",
+    # After ledger: a command in an earlier app wins, and ledger's `qcluster` (a cluster that
+    # stops when told, ledger/management/commands/qcluster.py) must replace django-q2's.
+    "django_q",
     "sandbox",
     "harness",
 ]
