@@ -78,3 +78,14 @@ def env_json(name, default):
         return json.loads(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+
+
+def env_address(name, default):
+    """A destination's address (config.destinations' rule): a bad one stops the process."""
+    from config.destinations import address_problem
+
+    value = env_str(name, default)
+    problem = address_problem(value)
+    if problem:
+        raise ImproperlyConfigured(f"{name}: {problem}")
+    return value

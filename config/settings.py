@@ -9,7 +9,7 @@ from csp.constants import NONE, SELF
 from dotenv import load_dotenv
 
 from config.db import database_url
-from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
+from config.env import env_address, env_bool, env_float, env_int, env_json, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # A local .env (made by `make run` from .env.example) fills in what the environment leaves unset.
@@ -211,10 +211,10 @@ SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765")
 # Where people open the console: the drill's HTML file links each enquiry to its page here.
 CONSOLE_URL = env_str("CONSOLE_URL", "http://127.0.0.1:8000")
 INTEGRATIONS = {
-    "crm": env_str("CRM_BASE_URL", SANDBOX_URL),
-    "notify": env_str("NOTIFY_BASE_URL", SANDBOX_URL),
-    "documents": env_str("DOCS_BASE_URL", SANDBOX_URL),
-    "appointments": env_str("APPOINTMENTS_BASE_URL", SANDBOX_URL),
+    "crm": env_address("CRM_BASE_URL", SANDBOX_URL),
+    "notify": env_address("NOTIFY_BASE_URL", SANDBOX_URL),
+    "documents": env_address("DOCS_BASE_URL", SANDBOX_URL),
+    "appointments": env_address("APPOINTMENTS_BASE_URL", SANDBOX_URL),
 }
 INTEGRATION_TOKEN = env_str("INTEGRATION_TOKEN", "")
 CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum=0.1)

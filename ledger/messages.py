@@ -50,3 +50,8 @@ KIND_CANNOT_SERVE = _(
 )
 SERVES_NOTHING = _("nothing")
 KIND_NEEDS_TOKEN = _("%(kind)s needs an API token.")
+TOKEN_TYPED_AND_REMOVED = _("Either type a new token or remove it, not both.")
+TOKEN_AGAIN_FOR_NEW_ADDRESS = _(
+    "The address changed: type the token for the new address again, or remove the token. "
+    "The stored one is never sent to an address it was not entered for."
+)

@@ -9,6 +9,7 @@ from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from config.destinations import validate_address
 from intake.models import Enquiry
 from intake.workflow import SYSTEM
 from ledger import messages as said
@@ -90,7 +91,9 @@ class Integration(models.Model):
         default=HANDOVER_KIND,
         help_text="The API the destination speaks (docs/connectors.md).",
     )
-    base_url = models.URLField()
+    # One rule for every way an address arrives (config.destinations): http(s), a host, a valid
+    # port, no credentials.
+    base_url = models.CharField(max_length=200, validators=[validate_address])
     token = models.CharField(max_length=200, blank=True)
     timeout_seconds = models.FloatField(default=10.0)
     retry_budget = models.PositiveIntegerField(default=3, help_text="Attempts before 'failed'.")

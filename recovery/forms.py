@@ -6,8 +6,8 @@ from datetime import timedelta
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.validators import URLValidator
 
+from config.destinations import validate_address
 from intake.models import Category
 from intake.visible import has_visible_text
 from ledger.models import Integration
@@ -216,8 +216,10 @@ LABELS = {
 HELP = {
     "kind": "The API the destination speaks: Handover's own contract (the sandbox) or a real "
     "CRM's. Use Check connection on the integrations page after changing it.",
-    "base_url": "Where the connector sends its requests (http or https).",
-    "token": "Leave empty to keep the current token. It is never shown or written to the journal.",
+    "base_url": "Where the connector sends its requests: http or https, a host, a port if "
+    "needed, no user name or password.",
+    "token": "Leave empty to keep the current token, unless the address changes: then type it "
+    "again. It is never shown or written to the journal.",
     "owner": "Told when the destination refuses Handover's credentials.",
     "timeout_seconds": "How long one call may take before its outcome is uncertain. Must be "
     "shorter than the workers' timeout (Q_TIMEOUT={timeout} s).",
@@ -245,7 +247,7 @@ class IntegrationForm(forms.ModelForm):
         fields = INTEGRATION_FIELDS
         labels = LABELS
         widgets = {"token": forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})}
-        field_classes = {"base_url": forms.CharField}  # the scheme is checked in __init__
+        field_classes = {"base_url": forms.CharField}  # the address is checked in __init__
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -266,9 +268,10 @@ class IntegrationForm(forms.ModelForm):
                     },
                 )
         if "base_url" in self.fields:
-            self.fields["base_url"].validators = [URLValidator(schemes=["http", "https"])]
+            # The one rule for an address (config.destinations), as in the admin and the
+            # environment.
+            self.fields["base_url"].validators = [validate_address]
             self.fields["base_url"].widget.input_type = "url"
-            self.fields["base_url"].error_messages["invalid"] = said.URL_INVALID
         if "retry_budget" in self.fields:
             old = self.fields["retry_budget"]
             self.fields["retry_budget"] = forms.IntegerField(

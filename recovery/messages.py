@@ -18,9 +18,16 @@ from ledger.messages import (
     EXTERNAL_ID_REQUIRED,
     NOT_PAUSED,
     PAUSED_BEFORE_RELEASE,
+    TOKEN_TYPED_AND_REMOVED,
 )
 
-__all__ = ["ALREADY_PAUSED", "EXTERNAL_ID_REQUIRED", "NOT_PAUSED", "PAUSED_BEFORE_RELEASE"]
+__all__ = [
+    "ALREADY_PAUSED",
+    "EXTERNAL_ID_REQUIRED",
+    "NOT_PAUSED",
+    "PAUSED_BEFORE_RELEASE",
+    "TOKEN_TYPED_AND_REMOVED",
+]
 
 # --- access (recovery.views.common) -------------------------------------------------------------
 NO_CONSOLE_ROLE = _("Your account has no console role. Ask an admin.")
@@ -111,8 +118,6 @@ RELEASE_NO_LONGER_HELD = _(
 )
 # field: the field's label in lower case.
 DURATION_REQUIRED = _("Enter %(field)s, e.g. 10 s.")
-URL_INVALID = _("Enter the full address, starting http:// or https://.")
-TOKEN_TYPED_AND_REMOVED = _("Either type a new token or remove it, not both.")
 AT_LEAST = _("At least %(duration)s.")
 AT_MOST = _("At most %(duration)s.")
 # recovery.durations.parse_duration; text: what was typed, examples: durations written right.
