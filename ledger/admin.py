@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.db import transaction
 
-from config.destinations import shown
+from config.destinations import shown, validate_address
 from ledger import journal
 from ledger import messages as said
 from ledger.models import Integration
@@ -30,6 +30,8 @@ class IntegrationAdminForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if "base_url" in self.fields:  # the rule at the field, so clean() sees only a valid one
+            self.fields["base_url"].validators = [validate_address]
         if "token" in self.fields:
             self.fields["token"].required = False
             self.initial["token"] = ""
@@ -46,8 +48,10 @@ class IntegrationAdminForm(forms.ModelForm):
             self.add_error("token", said.TOKEN_TYPED_AND_REMOVED)
         answer = {"token": typed or ""} if typed or data.get("remove_token") else {}
         # Before _post_clean, the instance is still the row as stored.
-        if self.instance.pk and token_must_be_retyped(
-            self.instance, {"base_url": data.get("base_url"), **answer}
+        if (
+            self.instance.pk
+            and "base_url" in data  # an address refused by the rule is said on its own
+            and token_must_be_retyped(self.instance, {"base_url": data["base_url"], **answer})
         ):
             self.add_error("token", said.TOKEN_AGAIN_FOR_NEW_ADDRESS)
         return data
