@@ -61,7 +61,7 @@ def _call(op, attempt, shortcut, scope) -> str:
         return record_success(op.pk, attempt, shortcut, actor=actor, outcome="skipped")
     connector = connector_for(op)
     try:
-        with limits.using(scope):
+        with limits.using(scope), failpoints.operation(op):
             result = connector.call(op)
     except ConnectorError as exc:
         return record_failure(op.pk, attempt, exc, actor=actor)
@@ -69,7 +69,7 @@ def _call(op, attempt, shortcut, scope) -> str:
         logger.exception("connector crashed on %s", op.pk)
         error = ConnectorError(ErrorKind.UNCERTAIN, f"connector error: {exc!r}")
         return record_failure(op.pk, attempt, error, actor=actor)
-    failpoints.hit("after_call_succeeded")
+    failpoints.hit("after_call_succeeded", op)
     return record_success(op.pk, attempt, result, actor=actor)
 
 

@@ -11,7 +11,8 @@ wait that never ends. Each further SIGTERM runs the same handler nested, which f
 sentinel dead and returns into the same wait: the master outlives its workers and ignores
 SIGTERM until it is killed (``tests/ledger/test_qcluster.py`` reproduces it).
 
-This command runs the same cluster with three changes:
+This command runs the same cluster with three changes (and names its database connections
+``handover-qcluster``, ledger.worker, so a drill can see that live workers share its database):
 
 - the signal handler never blocks: it sets the stop event from a daemon thread, so the main
   thread (which only waits for the sentinel to exit) ends as soon as the sentinel is gone,
@@ -34,6 +35,8 @@ from django.core.management.base import CommandError
 from django_q.cluster import Cluster
 from django_q.conf import Conf
 from django_q.management.commands import qcluster
+
+from ledger import worker
 
 log = logging.getLogger("handover.cluster")
 
@@ -121,6 +124,7 @@ class Command(qcluster.Command):
         if cluster_name:
             os.environ["Q_CLUSTER_NAME"] = cluster_name
         die_with_parent()
+        worker.name_connections()
         cluster = StoppableCluster()
         cluster.start()
         if options.get("run_once", False):
