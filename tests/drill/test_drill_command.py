@@ -46,6 +46,19 @@ def integration_settings():
     }
 
 
+def run_drill(*args) -> subprocess.CompletedProcess:
+    """``manage.py drill *args`` on this test's database, in its own session."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "drill", *args],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DATABASE_URL": child_database_url()},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
+
+
 def test_every_case_of_the_drill_table_is_a_case():
     assert [spec.name for spec in CASES] == DESIGN_TABLE
 
@@ -99,16 +112,7 @@ def test_a_crm_that_cannot_be_reached_stops_the_drill_before_any_case(tmp_path):
     ensure_integrations()
     Integration.objects.update(base_url="http://127.0.0.1:9")  # nothing listens on discard
     json_path = tmp_path / "drill.json"
-    env = {**os.environ, "DATABASE_URL": child_database_url()}
-    finished = subprocess.run(
-        [sys.executable, "manage.py", "drill", "--json", str(json_path), "--case", "paused"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        start_new_session=True,
-    )
+    finished = run_drill("--json", str(json_path), "--case", "paused")
     assert finished.returncode != 0
     assert "The drill could not start: the CRM is not ready" in finished.stderr
     assert "Cannot reach http://127.0.0.1:9" in finished.stderr
@@ -164,17 +168,8 @@ def test_the_drill_refuses_to_run_beside_a_live_cluster(tmp_path, start_cluster)
     wait_for_condition(
         workers_on_this_database, timeout=120, message=f"the live cluster\n{live.log()}"
     )
-    env = {**os.environ, "DATABASE_URL": child_database_url()}
 
-    finished = subprocess.run(
-        [sys.executable, "manage.py", "drill", "--sandbox", "--case", "paused"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        start_new_session=True,
-    )
+    finished = run_drill("--sandbox", "--case", "paused")
 
     assert finished.returncode != 0
     assert "Refusing to run: a django-q2 cluster is working on this database" in finished.stderr
