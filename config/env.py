@@ -107,3 +107,14 @@ def env_email(name, default):
             "Council <noreply@example.org>)"
         ) from None
     return value
+
+
+def env_address(name, default):
+    """A destination's address (config.destinations' rule): a bad one stops the process."""
+    from config.destinations import address_problem
+
+    value = env_str(name, default)
+    problem = address_problem(value)
+    if problem:
+        raise ImproperlyConfigured(f"{name}: {problem}")
+    return value

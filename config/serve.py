@@ -3,7 +3,9 @@
 waitress reads each request whole (headers and body, the body into memory or a temporary file)
 in its asynchronous layer before a thread sees it, so a client that stalls or trickles costs one
 socket, never a thread; a connection that has sent nothing for ``WEB_CHANNEL_TIMEOUT`` seconds
-is closed. gunicorn's gthread worker, which this replaces, read bodies in its threads: eight
+is closed; a client address holds at most ``WEB_CONNECTIONS_PER_CLIENT`` connections per
+process, and idle ones are shed before the connection limit (config/connections.py).
+gunicorn's gthread worker, which this replaces, read bodies in its threads: eight
 connections that declared a body and stopped sending held every thread of a 2 x 4 server
 (docs/reliability.md, "Slow clients").
 
@@ -55,7 +57,15 @@ def options(argv=None) -> argparse.Namespace:
         "--connection-limit",
         type=int,
         default=_env_int("WEB_CONNECTION_LIMIT", 500, 1),
-        help="open connections per process; beyond it new ones wait in the listen backlog",
+        help="open connections per process; from 80%% of it each new one closes the longest "
+        "idle one, and at it new ones wait in the listen backlog",
+    )
+    p.add_argument(
+        "--connections-per-client",
+        type=int,
+        default=_env_int("WEB_CONNECTIONS_PER_CLIENT", 100, 0),
+        help="open connections per client address and process; more are closed at once "
+        "(0: no bound, e.g. behind a reverse proxy that bounds them itself)",
     )
     p.add_argument(
         "--max-body-bytes",
@@ -122,14 +132,16 @@ def serve_one(sock: socket.socket, opts: argparse.Namespace) -> None:
     """One process: load the application, then serve ``sock`` until SIGTERM."""
     import importlib
 
-    import waitress
+    from config.connections import create_guarded_server
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     module, _, attribute = opts.app.partition(":")
     application = getattr(importlib.import_module(module), attribute or "application")
     app = access_logged(application) if opts.access_log else application
-    waitress.serve(
+    # waitress's server with a per-address bound and idle shedding (config/connections.py).
+    server = create_guarded_server(
         app,
+        per_client=opts.connections_per_client,
         sockets=[sock],
         threads=opts.threads,
         channel_timeout=opts.channel_timeout,
@@ -144,8 +156,8 @@ def serve_one(sock: socket.socket, opts: argparse.Namespace) -> None:
         # SECURE=1 node behind a TLS proxy would then redirect every request to itself.
         clear_untrusted_proxy_headers=False,
         ident="handover",
-        _quiet=True,
     )
+    server.run()
 
 
 def main(argv=None) -> int:
@@ -173,11 +185,14 @@ def main(argv=None) -> int:
     for sock in sockets:
         sock.close()
     log.info(
-        "serving on http://%s (%d processes x %d threads, channel timeout %ds)",
+        "serving on http://%s (%d processes x %d threads, channel timeout %ds, "
+        "%d connections per process, %d per client address)",
         opts.listen,
         opts.processes,
         opts.threads,
         opts.channel_timeout,
+        opts.connection_limit,
+        opts.connections_per_client,
     )
 
     stopping = False

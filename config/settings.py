@@ -11,6 +11,7 @@ from dotenv import load_dotenv
 
 from config.db import database_url
 from config.env import (
+    env_address,
     env_bool,
     env_email,
     env_float,
@@ -39,12 +40,14 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "django_q",
     "axes",
     "csp",
     "intake",
     "ledger",
     "recovery",
+    # After ledger: a command in an earlier app wins, and ledger's `qcluster` (a cluster that
+    # stops when told, ledger/management/commands/qcluster.py) must replace django-q2's.
+    "django_q",
     "sandbox",
     "harness",
 ]
@@ -220,10 +223,10 @@ SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765")
 # Where people open the console: the drill's HTML file links each enquiry to its page here.
 CONSOLE_URL = env_str("CONSOLE_URL", "http://127.0.0.1:8000")
 INTEGRATIONS = {
-    "crm": env_str("CRM_BASE_URL", SANDBOX_URL),
-    "notify": env_str("NOTIFY_BASE_URL", SANDBOX_URL),
-    "documents": env_str("DOCS_BASE_URL", SANDBOX_URL),
-    "appointments": env_str("APPOINTMENTS_BASE_URL", SANDBOX_URL),
+    "crm": env_address("CRM_BASE_URL", SANDBOX_URL),
+    "notify": env_address("NOTIFY_BASE_URL", SANDBOX_URL),
+    "documents": env_address("DOCS_BASE_URL", SANDBOX_URL),
+    "appointments": env_address("APPOINTMENTS_BASE_URL", SANDBOX_URL),
 }
 INTEGRATION_TOKEN = env_str("INTEGRATION_TOKEN", "")
 

@@ -4,14 +4,71 @@ kind needs (a BottleCRM row needs a token, and serves only the CRM). Pausing and
 in the console, with a reason (ledger.services).
 """
 
+from django import forms
 from django.contrib import admin
-from django.db import models, transaction
+from django.db import transaction
 
+from config.destinations import shown, validate_address
 from ledger import journal
+from ledger import messages as said
 from ledger.limits import RateFormField
 from ledger.models import Integration
+from ledger.services.integrations import token_must_be_retyped
 
 SECRET_FIELDS = set(Integration.SECRET_FIELDS)
+
+
+class IntegrationAdminForm(forms.ModelForm):
+    """The token is never rendered: the page says whether one is set, and an empty field keeps
+    it (unless the address changes: then it must be typed again, or removed)."""
+
+    remove_token = forms.BooleanField(required=False, label="Remove the token")
+
+    class Meta:
+        model = Integration
+        fields = Integration.CONFIGURABLE
+        widgets = {"token": forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "base_url" in self.fields:  # the rule at the field, so clean() sees only a valid one
+            self.fields["base_url"].validators = [validate_address]
+        if "token" in self.fields:
+            self.fields["token"].required = False
+            self.initial["token"] = ""
+            stored = "A token is set" if self.instance.token else "No token is set"
+            self.fields["token"].help_text = (
+                f"{stored}. Leave empty to keep it, unless the address changes: then type it "
+                "again. It is never shown or journalled."
+            )
+
+    def clean(self):
+        data = super().clean()
+        typed = data.get("token")
+        if data.get("remove_token") and typed:
+            self.add_error("token", said.TOKEN_TYPED_AND_REMOVED)
+        answer = {"token": typed or ""} if typed or data.get("remove_token") else {}
+        # Before _post_clean, the instance is still the row as stored.
+        if (
+            self.instance.pk
+            and "base_url" in data  # an address refused by the rule is said on its own
+            and token_must_be_retyped(self.instance, {"base_url": data["base_url"], **answer})
+        ):
+            self.add_error("token", said.TOKEN_AGAIN_FOR_NEW_ADDRESS)
+        return data
+
+    def _post_clean(self):
+        if "token" in self.fields and not self.cleaned_data.get("token"):
+            keep = "" if self.cleaned_data.get("remove_token") else self.instance.token
+            self.cleaned_data["token"] = keep
+        super()._post_clean()
+
+    @property
+    def changed_data(self):
+        changed = [name for name in super().changed_data if name != "remove_token"]
+        if self.cleaned_data.get("remove_token") and "token" not in changed:
+            changed.append("token")
+        return changed
 
 
 @admin.register(Integration)
@@ -26,8 +83,6 @@ class IntegrationAdmin(admin.ModelAdmin):
         "owner",
     )
     list_filter = ("kind", "paused")
-    # An address typed without a scheme is taken as https (Django 6's default, chosen now).
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if db_field.name == "max_requests_per_second":
@@ -35,8 +90,9 @@ class IntegrationAdmin(admin.ModelAdmin):
             kwargs["form_class"] = RateFormField
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
+    form = IntegrationAdminForm
     fieldsets = (
-        (None, {"fields": ("name", "kind", "base_url", "token", "owner")}),
+        (None, {"fields": ("name", "kind", "base_url", "token", "remove_token", "owner")}),
         (
             "Calls",
             {
@@ -88,7 +144,9 @@ class IntegrationAdmin(admin.ModelAdmin):
             before = form.initial.get(name)
             after = form.cleaned_data.get(name)
             if name in SECRET_FIELDS:
-                before, after = "(hidden)", "(changed)"
+                before, after = "(hidden)", "(removed)" if not after else "(changed)"
+            elif name == "base_url":
+                before, after = shown(before or ""), shown(after or "")
             changes[name] = [_plain(before), _plain(after)]
         if change and not form.changed_data:
             return

@@ -11,6 +11,13 @@ The distinction that matters is between *never sent* and *sent, no answer*:
 - invalid: the destination refused the request as it is (400/404/409/422, other 4xx).
 - auth: the destination refused our credentials (401/403).
 
+Redirects are never followed: a 3xx is an answer like any other (uncertain: the destination
+may have acted before it pointed elsewhere), so the token sent with a request goes to the
+address an admin entered and nowhere else. An address holding a user name or password is not
+called at all. Whatever the destination says back passes through ``redact`` before anyone can
+store, log or show it: a destination that echoes the request must not put the token into an
+attempt row, the journal or a page.
+
 Every connector builds its URL paths with ``ledger.http.path``: one place that encodes each
 segment, so an identifier chosen by someone else cannot steer a request (and its credentials)
 to another path of the destination.
@@ -22,9 +29,9 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 from requests import exceptions as rx
@@ -97,6 +104,46 @@ class HttpResult:
     def summary(self) -> str:
         return self.text[:BODY_LIMIT]
 
+    def answer(self) -> str:
+        """What came back, without its content: "HTTP 404, text/html, 1,234 characters"."""
+        content_type = next((v for k, v in self.headers.items() if k.lower() == "content-type"), "")
+        content_type = content_type.split(";", 1)[0].strip()[:60] or "no content type"
+        return f"HTTP {self.status}, {content_type}, {len(self.text):,} characters"
+
+
+REDACTED = "[redacted]"
+
+
+def secrets_sent(headers: dict | None) -> list[str]:
+    """The secret values in ``headers`` as sent: the Authorization value and its credential."""
+    found = []
+    for name, value in (headers or {}).items():
+        if name.lower() in ("authorization", "proxy-authorization") and value:
+            found.append(str(value))
+            _scheme, _, credential = str(value).partition(" ")
+            if credential.strip():
+                found.append(credential.strip())
+    return found
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret, as sent, URL-encoded or JSON-escaped, replaced."""
+    if not text or not secrets:
+        return text
+    forms = set()
+    for secret in secrets:
+        forms.update({secret, quote(secret, safe=""), json.dumps(secret)[1:-1]})
+    for form in sorted((f for f in forms if f), key=len, reverse=True):
+        text = text.replace(form, REDACTED)
+    return text
+
+
+def _redacted_error(exc: ConnectorError, secrets: list[str]) -> ConnectorError:
+    exc.message = redact(exc.message, secrets)
+    exc.args = (exc.message,)
+    exc.body = redact(exc.body, secrets)
+    return exc
+
 
 def send(
     method: str,
@@ -109,9 +156,35 @@ def send(
     data: bytes | str | None = None,
 ) -> HttpResult:
     """One HTTP call. Returns a 2xx result or raises ConnectorError; nothing else escapes.
-    ``data``: a body sent as it is (a WebDAV/CalDAV XML query), instead of ``json_body``."""
+    ``data``: a body sent as it is (a WebDAV/CalDAV XML query), instead of ``json_body``.
+
+    Every text in the result or the error has had the secrets sent with the call redacted."""
     if not timeout or timeout <= 0:
         raise ValueError("every external call needs a timeout")
+    secrets = secrets_sent(headers)
+    try:
+        result = _send(method, url, timeout, json_body, params, headers, data)
+    except ConnectorError as exc:
+        raise _redacted_error(exc, secrets) from exc.__cause__
+    text = redact(result.text, secrets)
+    if text != result.text:
+        try:
+            body = json.loads(text) if text else None
+        except ValueError:
+            body = text
+        result = replace(result, body=body, text=text)
+    if 200 <= result.status < 300:
+        return result
+    raise status_error(result)
+
+
+def _send(method, url, timeout, json_body, params, headers, data) -> HttpResult:
+    if "@" in urlsplit(url).netloc:
+        raise ConnectorError(
+            ErrorKind.INVALID,
+            "request not sent: the address holds a user name or password; put the credential "
+            "in the integration's token",
+        )
     # The failpoint "during_call" kills the process while the request is in flight.
     guard = failpoints.arm_during_call()
     _local.started = requests_started() + 1
@@ -124,6 +197,7 @@ def send(
             params=params,
             headers=headers,
             timeout=timeout,
+            allow_redirects=False,
         )
     except rx.ConnectTimeout as exc:
         raise ConnectorError(ErrorKind.TRANSIENT, f"connect timeout: {exc}") from exc
@@ -132,7 +206,7 @@ def send(
     except rx.ConnectionError as exc:
         raise _classify_connection_error(exc) from exc
     except rx.RequestException as exc:
-        # Invalid URL, too many redirects, a body that cannot be encoded: nothing was sent.
+        # Invalid URL, a body that cannot be encoded: nothing was sent.
         raise ConnectorError(ErrorKind.INVALID, f"request not sent: {exc}") from exc
     finally:
         if guard is not None:
@@ -147,16 +221,13 @@ def send(
         body = storable.data(response.json()) if text else None
     except ValueError:
         body = text
-    result = HttpResult(
+    return HttpResult(
         response.status_code,
         body,
         text,
         storable.data(dict(response.headers)),
         content=response.content,
     )
-    if 200 <= response.status_code < 300:
-        return result
-    raise status_error(result)
 
 
 def _textual(content_type: str) -> bool:
@@ -167,6 +238,15 @@ def _textual(content_type: str) -> bool:
 def status_error(result: HttpResult) -> ConnectorError:
     status = result.status
     message = _message(result)
+    if 300 <= status < 400:
+        return ConnectorError(
+            ErrorKind.UNCERTAIN,
+            f"{status}: a redirect{_to_where(result)}, not followed: Handover calls only the "
+            "address it was given (is the address the destination's API root, with https?)",
+            status=status,
+            body=result.summary(),
+            answer=result.answer(),
+        )
     if status in AUTH_STATUSES:
         kind = ErrorKind.AUTH
     elif status in TRANSIENT_STATUSES:
@@ -185,7 +265,20 @@ def status_error(result: HttpResult) -> ConnectorError:
         status=status,
         body=result.summary(),
         retry_after=_retry_after(result),
+        answer=result.answer(),
     )
+
+
+def _to_where(result: HttpResult) -> str:
+    """ " to https://host" for a redirect's Location: its scheme and host, never its path."""
+    location = next((v for k, v in result.headers.items() if k.lower() == "location"), "")
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return ""
+    if not parts.scheme or not parts.hostname:
+        return " to another path of the same host" if location else ""
+    return f" to {parts.scheme}://{parts.hostname}"[:120]
 
 
 def _retry_after(result: HttpResult) -> float | None:

@@ -15,9 +15,11 @@ docs/connectors.md says how to add a kind.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
+from config.destinations import shown
 from ledger import messages as said
 from ledger.connectors.appointments import AppointmentsConnector
 from ledger.connectors.base import Connector, ConnectorError, ErrorKind
@@ -38,6 +40,8 @@ from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.webdav import WebDavDocumentRead
 
 HANDOVER, BOTTLECRM, SMTP, CALDAV, WEBDAV = "handover", "bottlecrm", "smtp", "caldav", "webdav"
+# BottleCRM's profile roles: a check names one of these, never other text it was sent.
+ROLES = ("ADMIN", "USER", "MANAGER", "SALES")
 CHOICES = [
     (HANDOVER, "Handover contract (docs/integrations.md; the sandbox)"),
     (BOTTLECRM, "BottleCRM (cases)"),
@@ -45,10 +49,9 @@ CHOICES = [
     (CALDAV, "CalDAV calendar (appointments)"),
     (WEBDAV, "WebDAV document store (documents)"),
 ]
-# The address schemes an integration row may hold (Integration.base_url); each kind says which
-# of them it speaks (Kind.schemes).
+# The address schemes a kind speaks unless it says otherwise (Kind.schemes); the schemes any
+# row may hold are config.destinations' rule.
 HTTP_SCHEMES = ("http", "https")
-URL_SCHEMES = [*HTTP_SCHEMES, "smtp", "smtp+starttls", "smtps"]
 
 
 @dataclass(frozen=True)
@@ -121,12 +124,30 @@ class Kind:
 
 
 def _said(exc: ConnectorError) -> str:
-    return exc.message
+    """What the destination answered, as a check may show it: status, content type, length.
+
+    Never its content: the check calls whatever address an admin typed, and its answer must
+    not become a way to read another service's pages (docs/integrations.md, "Addresses")."""
+    return exc.answer or (f"HTTP {exc.status}" if exc.status else exc.message)
+
+
+def _short(value, known=None) -> str:
+    """A word the destination returned, shown only if it is one (a role, a field's key)."""
+    text = str(value) if value is not None else ""
+    if known is not None:
+        return text if text in known else "unrecognised"
+    return text if re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", text) else "(unreadable)"
 
 
 def _call_problem(integration, exc: ConnectorError, what: str) -> str:
     """A failed check call in words an admin can act on."""
-    where = integration.base_url
+    where = shown(integration.base_url)
+    if exc.status is not None and 300 <= exc.status < 400:
+        return (
+            f"{where} answered {what} with a redirect ({_said(exc)}). Handover never follows "
+            "redirects, so the token goes only to the address entered: enter the address the "
+            "destination's API really has (https? a path?)."
+        )
     if exc.status is None:
         if exc.kind is ErrorKind.UNCERTAIN:
             return (
@@ -196,7 +217,8 @@ class HandoverKind(Kind):
             if exc.status == 501 and param == "reference":
                 if integration.capabilities.lookup:
                     return [
-                        f"{integration.base_url} cannot be looked up by reference (501), but the "
+                        f"{shown(integration.base_url)} cannot be looked up by reference (501), "
+                        "but the "
                         "integration says it can: switch 'supports lookup' off, or every "
                         "uncertain write waits for a failing look-up."
                     ]
@@ -240,7 +262,7 @@ class BottleCrmKind(Kind):
         except ConnectorError as exc:
             if exc.status is not None and exc.status >= 500:
                 return [
-                    f"BottleCRM's look-up by '{REFERENCE_FIELD}' is not answering ({exc.message}). "
+                    f"BottleCRM's look-up by '{REFERENCE_FIELD}' is not answering ({_said(exc)}). "
                     "Exact look-up by a custom field needs BottleCRM on PostgreSQL. Without it no "
                     "uncertain write can be settled."
                 ]
@@ -249,8 +271,8 @@ class BottleCrmKind(Kind):
         problems = []
         if not isinstance(body.get("cases"), list):
             problems.append(
-                f"{integration.base_url}/api/cases/ answered {response.status} without a list of "
-                "cases: is the address BottleCRM's root (without /api)?"
+                f"{shown(integration.base_url)}/api/cases/ answered {response.status} without a "
+                "list of cases: is the address BottleCRM's root (without /api)?"
             )
         elif body["cases"]:
             problems.append(
@@ -269,8 +291,9 @@ class BottleCrmKind(Kind):
         profile = body.get("user_obj") if isinstance(body.get("user_obj"), dict) else {}
         role = profile.get("role")
         if role != "ADMIN":
+            role = _short(role, known=ROLES) if role else "non-admin"
             problems.append(
-                f"The token belongs to a {role or 'non-admin'} profile, not an ADMIN one: "
+                f"The token belongs to a {role} profile, not an ADMIN one: "
                 "BottleCRM shows deleted cases only to admins, so a look-up could miss a case "
                 "and a retry would make a second. Make the token for an admin profile."
             )
@@ -303,15 +326,15 @@ class BottleCrmKind(Kind):
             )
         elif field.get("field_type") not in ("text", "textarea"):
             problems.append(
-                f"The custom field '{REFERENCE_FIELD}' is a {field.get('field_type')} field: "
-                "it must be text to hold a reference."
+                f"The custom field '{REFERENCE_FIELD}' is a "
+                f"{_short(field.get('field_type'))} field: it must be text to hold a reference."
             )
         for other in definitions:
             if other is field or not other.get("is_active", True) or not other.get("is_required"):
                 continue
             problems.append(
-                f"BottleCRM requires the case field '{other.get('key')}', which Handover does "
-                "not fill: every create would be refused. Make it optional for cases."
+                f"BottleCRM requires the case field '{_short(other.get('key'))}', which Handover "
+                "does not fill: every create would be refused. Make it optional for cases."
             )
         return problems
 

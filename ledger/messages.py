@@ -68,3 +68,8 @@ CALDAV_TOKEN_SHAPE = _(
     "A CalDAV token is the calendar account's user name and password as user:password "
     "(sent as HTTP Basic), or empty for a calendar without log-in."
 )
+TOKEN_TYPED_AND_REMOVED = _("Either type a new token or remove it, not both.")
+TOKEN_AGAIN_FOR_NEW_ADDRESS = _(
+    "The address changed: type the token for the new address again, or remove the token. "
+    "The stored one is never sent to an address it was not entered for."
+)

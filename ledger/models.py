@@ -4,17 +4,17 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, URLValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from config.destinations import validate_address
 from intake.models import Enquiry
 from intake.workflow import SYSTEM
 from ledger import messages as said
 from ledger.kinds import CHOICES as KIND_CHOICES
 from ledger.kinds import HANDOVER as HANDOVER_KIND
-from ledger.kinds import URL_SCHEMES
 
 
 def _reason_lookups(kwargs: dict) -> tuple[list, dict]:
@@ -201,9 +201,10 @@ class Integration(models.Model):
         default=HANDOVER_KIND,
         help_text="The API the destination speaks (docs/connectors.md).",
     )
-    # http(s) for an API, smtp:// (or smtp+starttls://, smtps://) for an e-mail relay; which one
-    # fits is the kind's to say (Kind.validate).
-    base_url = models.CharField(max_length=200, validators=[URLValidator(schemes=URL_SCHEMES)])
+    # One rule for every way an address arrives (config.destinations): http(s), or smtp:// and its
+    # kin for an e-mail relay; a host, a valid port, no credentials. Which scheme fits is the
+    # kind's to say (Kind.validate).
+    base_url = models.CharField(max_length=200, validators=[validate_address])
     token = models.CharField(max_length=200, blank=True)
     timeout_seconds = models.FloatField(default=10.0)
     retry_budget = models.PositiveIntegerField(default=3, help_text="Attempts before 'failed'.")

@@ -6,11 +6,10 @@ from datetime import timedelta
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.validators import URLValidator
 
+from config.destinations import validate_address
 from intake.models import Category
 from intake.visible import has_visible_text
-from ledger.kinds import URL_SCHEMES
 from ledger.limits import RateFormField
 from ledger.models import Integration
 from recovery import messages as said
@@ -233,11 +232,11 @@ LABELS = {
 HELP = {
     "kind": "The API the destination speaks: Handover's own contract (the sandbox) or a real "
     "CRM's. Use Check connection on the integrations page after changing it.",
-    "base_url": "Where the connector sends its requests (http or https). An e-mail relay: "
-    "smtp://, smtp+starttls:// or smtps://, with the user name before an @ "
-    "(smtp+starttls://handover@relay.example.org:587).",
-    "token": "Leave empty to keep the current token (an e-mail relay's password). It is never "
-    "shown or written to the journal.",
+    "base_url": "Where the connector sends its requests: http or https, a host, a port if "
+    "needed, no user name or password. An e-mail relay: smtp://, smtp+starttls:// or smtps://, "
+    "with only the user name before an @ (smtp+starttls://handover@relay.example.org:587).",
+    "token": "Leave empty to keep the current token (an e-mail relay's password), unless the "
+    "address changes: then type it again. It is never shown or written to the journal.",
     "owner": "Told when the destination refuses Handover's credentials.",
     "timeout_seconds": "How long one call may take before its outcome is uncertain. Must be "
     "shorter than the workers' timeout (Q_TIMEOUT={timeout} s).",
@@ -294,10 +293,10 @@ class IntegrationForm(forms.ModelForm):
         if self.instance.name != Integration.APPOINTMENTS:
             self.fields.pop("max_age_seconds", None)  # only reads have an age
         if "base_url" in self.fields:
-            # Which scheme fits the chosen kind is the kind's to say (Integration.clean).
-            self.fields["base_url"].validators = [URLValidator(schemes=URL_SCHEMES)]
+            # The one rule for an address (config.destinations), as in the admin and the
+            # environment.
+            self.fields["base_url"].validators = [validate_address]
             self.fields["base_url"].widget.input_type = "url"
-            self.fields["base_url"].error_messages["invalid"] = said.URL_INVALID
         if "retry_budget" in self.fields:
             old = self.fields["retry_budget"]
             self.fields["retry_budget"] = forms.IntegerField(

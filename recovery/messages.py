@@ -18,9 +18,16 @@ from ledger.messages import (
     EXTERNAL_ID_REQUIRED,
     NOT_PAUSED,
     PAUSED_BEFORE_RELEASE,
+    TOKEN_TYPED_AND_REMOVED,
 )
 
-__all__ = ["ALREADY_PAUSED", "EXTERNAL_ID_REQUIRED", "NOT_PAUSED", "PAUSED_BEFORE_RELEASE"]
+__all__ = [
+    "ALREADY_PAUSED",
+    "EXTERNAL_ID_REQUIRED",
+    "NOT_PAUSED",
+    "PAUSED_BEFORE_RELEASE",
+    "TOKEN_TYPED_AND_REMOVED",
+]
 
 # --- access (recovery.views.common) -------------------------------------------------------------
 NO_CONSOLE_ROLE = _("Your account has no console role. Ask an admin.")
@@ -122,11 +129,6 @@ RELEASE_NO_LONGER_HELD = _(
 DURATION_REQUIRED = _("Enter %(field)s, e.g. 10 s.")
 NOTICES_ON = _("You will be e-mailed about work that needs you.")
 NOTICES_OFF = _("You will not be e-mailed; the queue still shows what needs you.")
-URL_INVALID = _(
-    "Enter the full address, starting http:// or https:// (an e-mail relay: smtp://, "
-    "smtp+starttls:// or smtps://)."
-)
-TOKEN_TYPED_AND_REMOVED = _("Either type a new token or remove it, not both.")
 AT_LEAST = _("At least %(duration)s.")
 AT_MOST = _("At most %(duration)s.")
 # recovery.durations.parse_duration; text: what was typed, examples: durations written right.

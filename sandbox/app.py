@@ -112,7 +112,7 @@ class SandboxApp:
         logger.info(
             "fault %s/%s fires on %s %s", fault.target, fault.mode, request.method, request.path
         )
-        return answer_with_fault(fault, handle)
+        return answer_with_fault(fault, handle, request)
 
 
 def abort_generic_connection(environ: dict[str, Any]) -> None:

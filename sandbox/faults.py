@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.http import DropConnection, HttpError, Response, error_response, is_int
+from sandbox.http import DropConnection, HttpError, Request, Response, error_response, is_int
 from sandbox.store import RATE_LIMITED, Fault
 
 # Every target a fault can be armed on. notify.deliver is not an HTTP call: it is consulted when
@@ -34,14 +34,29 @@ CALL_FAULT_MODES = (
     "reset_before_commit",
     "latency",
     "error_429",
+    "echo_headers",
+    "redirect",
     *ERROR_FAULTS,
 )
 DELIVERY_FAULT_MODES = ("fail",)
 DEFAULT_DELAY_MS = {"timeout_after_commit": 5000, "latency": 1000}
 
 
-def answer_with_fault(fault: Fault, handle: Callable[[], Response]) -> Response:
+def answer_with_fault(
+    fault: Fault, handle: Callable[[], Response], request: Request | None = None
+) -> Response:
     """The answer to a call on which ``fault`` fired; ``handle()`` runs the call itself."""
+    if fault.mode == "echo_headers":
+        # As some servers do in an error page: the request's headers, credentials included,
+        # sent back in a 400. Nothing is written.
+        received = {} if request is None else request.all_headers()
+        return error_response(400, "bad_request", f"received headers: {received}")
+    if fault.mode == "redirect":
+        # A redirect to another path of this host, where a client that follows it would send
+        # the same headers again. Nothing is written.
+        response = error_response(302, "found", "moved")
+        response.headers.append(("Location", "/crm/enquiries?redirected=1"))
+        return response
     if fault.mode in (RATE_LIMITED, "error_429"):
         # Too many requests: nothing is written; Retry-After in whole seconds, at least 1.
         seconds = max(1, -(-(fault.delay_ms or 1000) // 1000))

@@ -73,6 +73,14 @@ class Request:
             return self.environ.get(key)
         return self.environ.get(f"HTTP_{key}")
 
+    def all_headers(self) -> dict[str, str]:
+        """Every header the request carried, by its name as sent (the echo_headers fault)."""
+        return {
+            key[5:].replace("_", "-").title(): value
+            for key, value in self.environ.items()
+            if key.startswith("HTTP_")
+        }
+
     def param(self, name: str) -> str | None:
         values = self.query.get(name)
         return values[0] if values else None

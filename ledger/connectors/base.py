@@ -42,6 +42,7 @@ class ConnectorError(Exception):
         attention: str = "",
         evidence: dict | None = None,
         retry_after: float | None = None,
+        answer: str = "",
     ):
         message = storable.text(message)
         super().__init__(message)
@@ -54,6 +55,9 @@ class ConnectorError(Exception):
         # Seconds the destination asked us to wait (429, or 503 with Retry-After): a throttle,
         # not a failure. The engine waits it out without spending the retry budget.
         self.retry_after = retry_after
+        # What came back, without its content ("HTTP 404, text/html, 1,234 characters"): what
+        # an admin's connection check shows, so it cannot read another service's pages.
+        self.answer = answer
 
     @property
     def retryable(self) -> bool:

@@ -63,7 +63,7 @@ def _call(op, attempt, shortcut, scope) -> str:
     started = http.requests_started()
     try:
         connector = connector_for(op)
-        with limits.using(scope):
+        with limits.using(scope), failpoints.operation(op):
             result = connector.call(op)
     except ConnectorError as exc:
         return record_failure(op.pk, attempt, exc, actor=actor)
@@ -78,7 +78,7 @@ def _call(op, attempt, shortcut, scope) -> str:
             internal_error(exc, sent=http.requests_started() != started),
             actor=actor,
         )
-    failpoints.hit("after_call_succeeded")
+    failpoints.hit("after_call_succeeded", op)
     return record_success(op.pk, attempt, result, actor=actor)
 
 

@@ -102,7 +102,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
             op.payload = payload
             op.payload_hash = payload_hash(payload)
         approve_proposed(op, actor=actor, reason=reason or f"revision {revision.number} approved")
-    transaction.on_commit(lambda: failpoints.hit("after_approval"))
+    transaction.on_commit(lambda: failpoints.hit("after_approval", op))
     return op
 
 
@@ -110,7 +110,7 @@ def approve_operation(op_id, *, actor, reason) -> Operation:
     """A proposed operation (a compensation, for one) approved like any write."""
     with operator_action(op_id, APPROVE, actor=actor, reason=reason) as act:
         approve_proposed(act.op, actor=act.actor, reason=act.reason)
-    transaction.on_commit(lambda: failpoints.hit("after_approval"))
+    transaction.on_commit(lambda: failpoints.hit("after_approval", act.op))
     return act.op
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from config.destinations import shown
 from intake.models import Enquiry
 from ledger import journal, limits, storable
 from ledger import messages as said
@@ -29,6 +31,20 @@ def _shown(row, name):
     return value
 
 
+def token_must_be_retyped(row: Integration, changes: dict) -> bool:
+    """Do ``changes`` move ``row`` (as stored) to another address while keeping its token?
+
+    A token is entered for one destination: kept across a change of address it would be sent,
+    as ``Authorization: Bearer``, to whatever host the new address names. ``changes["token"]``
+    present (a typed token, or "" to remove it) is the admin's answer."""
+    return (
+        "base_url" in changes
+        and changes["base_url"] != row.base_url
+        and bool(row.token)
+        and "token" not in changes
+    )
+
+
 def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
     """Change an integration's settings (``changes``: field -> new value, fields of
     Integration.CONFIGURABLE only), validated as a whole, journalled field by field with the
@@ -40,6 +56,8 @@ def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
         raise ActionRefused(said.NOT_CONFIGURABLE % {"fields": ", ".join(sorted(unknown))})
     with transaction.atomic():
         row = Integration.objects.select_for_update().get(name=name)
+        if token_must_be_retyped(row, changes):
+            raise ValidationError({"token": said.TOKEN_AGAIN_FOR_NEW_ADDRESS})
         diff = {}
         for field, value in changes.items():
             before = _shown(row, field)
@@ -49,6 +67,8 @@ def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
                 continue
             if field in Integration.SECRET_FIELDS:
                 diff[field] = "removed" if not after else ("set" if not before else "changed")
+            elif field == "base_url":
+                diff[field] = {"from": shown(before), "to": shown(after)}
             else:
                 diff[field] = {"from": before, "to": after}
         if not diff:
@@ -88,7 +108,7 @@ def check_integration(name, *, actor) -> list[str]:
         "ledger.integration.checked",
         actor=actor,
         reason=f"{len(problems)} problem(s)" if problems else "ready",
-        evidence={"kind": row.kind, "base_url": row.base_url, "problems": problems},
+        evidence={"kind": row.kind, "base_url": shown(row.base_url), "problems": problems},
     )
     return problems
 

@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from config.destinations import shown
 from ledger import services as ledger_services
 from ledger.models import Integration, JournalEntry
 from recovery import durations
@@ -117,7 +118,8 @@ def check(request, name):
             )
     else:
         messages.success(
-            request, said.CHECK_READY % {"integration": integration, "url": integration.base_url}
+            request,
+            said.CHECK_READY % {"integration": integration, "url": shown(integration.base_url)},
         )
     return redirect(reverse("recovery:integrations"))
 

@@ -12,6 +12,7 @@ from harness.drill.cases import CASES
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration
 from recovery.models import DrillRun
+from tests.conftest import wait_for_condition
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 
 # The roles (groups from a migration) are remade after every flush by post_migrate
@@ -59,6 +60,19 @@ def integration_settings():
             "name", "base_url", "timeout_seconds", "retry_budget", "paused", "supports_lookup"
         )
     }
+
+
+def run_drill(*args) -> subprocess.CompletedProcess:
+    """``manage.py drill *args`` on this test's database, in its own session."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "drill", *args],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DATABASE_URL": child_database_url()},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
 
 
 def test_every_case_of_the_drill_table_is_a_case():
@@ -144,16 +158,7 @@ def test_a_crm_that_cannot_be_reached_stops_the_drill_before_any_case(tmp_path):
     ensure_integrations()
     Integration.objects.update(base_url="http://127.0.0.1:9")  # nothing listens on discard
     json_path = tmp_path / "drill.json"
-    env = {**os.environ, "DATABASE_URL": child_database_url()}
-    finished = subprocess.run(
-        [sys.executable, "manage.py", "drill", "--json", str(json_path), "--case", "paused"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        start_new_session=True,
-    )
+    finished = run_drill("--json", str(json_path), "--case", "paused")
     assert finished.returncode != 0
     assert "The drill could not start: the CRM is not ready" in finished.stderr
     assert "Cannot reach http://127.0.0.1:9" in finished.stderr
@@ -192,3 +197,30 @@ def test_the_drill_refuses_an_unmigrated_database_plainly():
     assert finished.returncode != 0
     assert "unapplied migration(s): run `python manage.py migrate` first" in finished.stderr
     assert "Traceback" not in finished.stderr
+
+
+@pytest.mark.slow
+@DRILL_DB
+def test_the_drill_refuses_to_run_beside_a_live_cluster(tmp_path, start_cluster):
+    """A live cluster on the drill's database would take the drill's tasks (its crash case
+    could not tell whose work it crashed on) and operators would see the drill's enquiries:
+    the drill says so and runs nothing."""
+    from intake.models import Enquiry
+    from ledger.worker import workers_on_this_database
+
+    ensure_integrations()
+    before = integration_settings()
+    live = start_cluster(name="live")
+    wait_for_condition(
+        workers_on_this_database, timeout=120, message=f"the live cluster\n{live.log()}"
+    )
+
+    finished = run_drill("--sandbox", "--case", "paused")
+
+    assert finished.returncode != 0
+    assert "Refusing to run: a django-q2 cluster is working on this database" in finished.stderr
+    assert "a database of its own" in finished.stderr
+    assert "Traceback" not in finished.stderr
+    assert not DrillRun.objects.exists() and not Enquiry.objects.exists()
+    assert integration_settings() == before
+    assert live.running  # the live cluster was left alone

@@ -99,3 +99,64 @@ def test_a_refusal_is_told_in_the_destinations_own_words(body, message):
     text = body if isinstance(body, str) else json.dumps(body)
     error = http.status_error(http.HttpResult(400, body, text))
     assert (error.kind, error.message) == (ErrorKind.INVALID, message)
+
+
+TOKEN = "tok-s3cret/+value"
+
+
+def test_a_redirect_is_an_answer_and_never_followed(sandbox):
+    """A same-host redirect would carry the token again; a followed one would call another
+    path. Neither happens: the 302 is the outcome, uncertain (the destination may have acted)."""
+    sandbox.fault("crm.create", "redirect")
+    with pytest.raises(ConnectorError) as caught:
+        http.send(
+            "POST",
+            sandbox.url + "/crm/enquiries",
+            timeout=2.0,
+            json_body={"reference": "ENQ-REDIRECT"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    assert (caught.value.kind, caught.value.status) == (ErrorKind.UNCERTAIN, 302)
+    assert "not followed" in caught.value.message
+    assert caught.value.answer.startswith("HTTP 302, application/json")
+    stats = sandbox.stats()
+    assert stats["paths"] == {"POST /crm/enquiries": 1}  # nothing else was called
+    assert stats["crm"]["total"] == 0
+
+
+def test_a_destination_echoing_the_token_never_hands_it_back(sandbox):
+    sandbox.fault("crm.create", "echo_headers")
+    with pytest.raises(ConnectorError) as caught:
+        http.send(
+            "POST",
+            sandbox.url + "/crm/enquiries",
+            timeout=2.0,
+            json_body={"reference": "ENQ-ECHO"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    error = caught.value
+    assert error.status == 400 and "Authorization" in error.body  # it was echoed
+    for text in (error.message, error.body, str(error), repr(error)):
+        assert "s3cret" not in text, text
+    assert "[redacted]" in error.body
+    assert sandbox.stats()["crm"]["total"] == 0
+
+
+def test_an_address_with_a_user_and_password_is_not_called(sandbox):
+    with_credentials = sandbox.url.replace("http://", "http://admin:pw-s3cret@")
+    with pytest.raises(ConnectorError) as caught:
+        http.send("GET", with_credentials + "/crm/enquiries", timeout=2.0)
+    assert caught.value.kind is ErrorKind.INVALID
+    assert "s3cret" not in caught.value.message
+    assert sandbox.stats()["paths"] == {}
+
+
+@pytest.mark.parametrize(
+    "secret_form",
+    [TOKEN, "tok-s3cret%2F%2Bvalue", json.dumps(TOKEN)[1:-1]],
+)
+def test_redact_replaces_each_form_a_secret_can_come_back_in(secret_form):
+    text = f"you sent Bearer {secret_form} to us"
+    assert "s3cret" not in http.redact(
+        text, http.secrets_sent({"Authorization": f"Bearer {TOKEN}"})
+    )

@@ -208,8 +208,9 @@ def test_a_ready_bottlecrm_passes_and_the_check_is_journalled(bottlecrm, destina
             "Cannot reach http://bottlecrm.test: nothing is listening at that address and port",
         ),
         (
+            # What came back, summarised: a check never shows the destination's body.
             [(403, {"detail": "Organization context is required."})],
-            "refused Handover's credentials (403: Organization context is required.)",
+            "refused Handover's credentials (HTTP 403, application/json, 47 characters)",
         ),
         ([(404, "<h1>Not Found</h1>")], "is the address the destination's API root?"),
         ([(500, "Server Error")], "look-up by 'external_ref' is not answering"),

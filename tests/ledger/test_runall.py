@@ -1,9 +1,10 @@
-"""`manage.py runall` (make run): when the supervisor is killed, nothing runs on without it.
+"""`manage.py runall` (make run): however the supervisor is stopped, nothing runs on without it.
 
 Real processes: runall on the test database starts the django-q2 cluster and the web server
-(config.serve, waitress); the test SIGKILLs runall (no handler runs, no clean-up code) and
-waits for every process it had started, grandchildren included, to exit. Nothing is timed:
-the wait only bounds a failure.
+(config.serve, waitress); each test stops runall one way (SIGTERM as Ctrl-C does, SIGTERM then
+SIGKILL as a supervisor does, SIGKILL alone: no handler runs, no clean-up code) and waits for
+every process it had started, grandchildren included, to exit. Nothing is timed: the waits only
+bound a failure.
 """
 
 import os
@@ -20,6 +21,8 @@ from tests.conftest import wait_for_condition
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+GONE_WITHIN_S = 60
 
 
 def _mail_accepts(port) -> bool:
@@ -38,7 +41,7 @@ def _wait_for_line(path, text, proc, timeout=120.0):
     wait_for_condition(said, timeout=timeout, interval=0.1, message=f"runall to say {text!r}")
 
 
-def test_killing_runall_stops_what_it_started(tmp_path):
+def _started_runall(tmp_path):
     mail_port = free_port()
     env = {
         **os.environ,
@@ -67,14 +70,59 @@ def test_killing_runall_stops_what_it_started(tmp_path):
             stdout=out,
             stderr=out,
         )
+    runall.mail = (mail_port, mail_dir)  # where its local relay listens and keeps what it gets
+    return runall, log
+
+
+def _everything_it_started(runall, log):
+    """runall's children and theirs, once the cluster runs (its sentinel, workers, pusher,
+    monitor) and the web server serves (its two processes)."""
+    _wait_for_line(log, "Handover is running on", runall)
+    _wait_for_line(log, "running.", runall)  # the cluster's sentinel guards its workers
+    started = runall.children(recursive=True)
+    names = " ".join(" ".join(p.cmdline()) for p in runall.children())
+    assert "qcluster" in names and "config.serve" in names, names
+    assert len(started) >= 2 + 1 + 1 + 2, [p.cmdline() for p in started]
+    return started
+
+
+def _runs(process: psutil.Process) -> bool:
+    """Running, and not merely a zombie waiting for its parent to read its exit status."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _assert_none_left(started, log):
+    assert started
+    _gone, alive = psutil.wait_procs(started, timeout=GONE_WITHIN_S)
+    alive = [p for p in alive if _runs(p)]
+    assert not alive, (
+        f"still running without runall: {[(p.pid, p.status()) for p in alive]}\n"
+        f"{log.read_text()[-3000:]}"
+    )
+
+
+def _kill_leftovers(runall, started):
+    for proc in started:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if runall.poll() is None:
+        runall.kill()
+
+
+def test_killing_runall_stops_what_it_started(tmp_path):
+    runall, log = _started_runall(tmp_path)
     started = []
     try:
-        _wait_for_line(log, "Handover is running on", runall)
-        started = runall.children(recursive=True)
+        started = _everything_it_started(runall, log)
         names = " ".join(" ".join(p.cmdline()) for p in runall.children())
-        assert "qcluster" in names and "config.serve" in names, names
         assert "runmailserver" in names, names
         # The local relay keeps what it receives, for a newcomer to read.
+        mail_port, mail_dir = runall.mail
         wait_for_condition(
             lambda: _mail_accepts(mail_port), timeout=60, message="the local relay to listen"
         )
@@ -85,13 +133,49 @@ def test_killing_runall_stops_what_it_started(tmp_path):
 
         runall.send_signal(signal.SIGKILL)
         runall.wait(30)
-        _gone, alive = psutil.wait_procs(started, timeout=60)
-        assert not alive, f"still running without runall: {[p.cmdline() for p in alive]}"
+
+        _assert_none_left(started, log)
     finally:
-        for proc in started:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if runall.poll() is None:
-            runall.kill()
+        _kill_leftovers(runall, started)
+
+
+def test_sigterm_stops_runall_and_each_child_stops_when_told(tmp_path):
+    """Ctrl-C or SIGTERM: runall tells each child, each stops by itself (none has to be
+    killed at runall's own deadline), then runall exits."""
+    runall, log = _started_runall(tmp_path)
+    started = []
+    try:
+        started = _everything_it_started(runall, log)
+
+        runall.send_signal(signal.SIGTERM)
+
+        assert runall.wait(GONE_WITHIN_S) == 0
+        _assert_none_left(started, log)
+        said = log.read_text()
+        assert "Stopped." in said
+        assert "workers stopped (0)." in said and "web stopped (0)." in said, said[-3000:]
+        assert "did not stop within" not in said, said[-3000:]
+    finally:
+        _kill_leftovers(runall, started)
+
+
+def test_sigterm_then_sigkill_still_stops_what_it_started(tmp_path):
+    """The way a supervisor stops a service (SIGTERM, then SIGKILL before runall's own
+    deadline): once runall has acted on the SIGTERM (the web server is gone), it is killed,
+    and the cluster must not outlive it."""
+    runall, log = _started_runall(tmp_path)
+    started = []
+    try:
+        started = _everything_it_started(runall, log)
+        (web,) = [p for p in runall.children() if "config.serve" in " ".join(p.cmdline())]
+
+        runall.send_signal(signal.SIGTERM)
+        wait_for_condition(
+            lambda: not _runs(web), timeout=GONE_WITHIN_S, message="the web server to exit"
+        )
+        runall.send_signal(signal.SIGKILL)
+        runall.wait(30)
+
+        _assert_none_left(started, log)
+    finally:
+        _kill_leftovers(runall, started)

@@ -69,6 +69,31 @@ def test_a_worker_killed_around_the_call_leaves_one_record_after_restart(
     assert [a.outcome for a in op.attempts.order_by("number")] == ["lost", "found"]
 
 
+def test_a_failpoint_armed_for_one_operation_lets_other_work_through(
+    approved_enquiry, make_enquiry, reviewer, sandbox, start_cluster, wait_for
+):
+    """Armed with the write's idempotency key (known before approval), the failpoint passes
+    over another enquiry's write the same cluster delivers first, and crashes on its own."""
+    other, other_op = approved_enquiry()
+    target = make_enquiry()
+    key = Operation.make_key(target.pk, "crm.create_enquiry", target.current_revision)
+    cluster = start_cluster(failpoints=[f"after_call_succeeded@{key}"])
+    wait_for(confirmed(other_op), timeout=60, message=f"the other write\n{cluster.log()}")
+    assert cluster.running and "FAILPOINT" not in cluster.log()
+
+    from ledger.services import approve_revision
+
+    op = approve_revision(target.pk, actor=reviewer, reason="checked")
+    assert op.idempotency_key == key
+
+    cluster.wait_exit(timeout=60)
+    assert "FAILPOINT after_call_succeeded" in cluster.log()
+    op.refresh_from_db()
+    assert op.state == Op.SUBMITTED  # ours, in flight when the process group died
+    assert crm_records(sandbox, target.reference) == 1
+    assert crm_records(sandbox, other.reference) == 1
+
+
 def test_a_crash_right_after_approval_loses_nothing(
     make_enquiry, reviewer, integrations, sandbox, start_cluster, wait_for
 ):

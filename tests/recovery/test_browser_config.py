@@ -105,7 +105,7 @@ def test_integration_settings_with_hostile_input(wide, people, integrations_rows
     wide.wait_for_selector("#id_timeout_seconds_error")
     text = wide.inner_text("main")
     assert "Timeout per call: “1 day, 0:00:00” is not a duration" in text
-    assert "Address (base URL): Enter the full address" in text
+    assert "Address (base URL): The address must start with http:// or https://" in text
     assert wide.input_value("textarea[name=reason]") == LONG  # kept
     shot(wide, "integration-settings-refused")
     wide.fill("input[name=timeout_seconds]", "2.5 s")

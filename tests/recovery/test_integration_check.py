@@ -1,6 +1,8 @@
 """The integrations page's "Check connection": admins only, POST only, journalled, and the
 destination's problems said on the page."""
 
+import json
+
 import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
@@ -61,3 +63,79 @@ def test_only_admins_may_check_and_only_by_post(client_for, bottlecrm_row, desti
     )
     assert destination.calls == []
     assert not JournalEntry.objects.filter(action="ledger.integration.checked").exists()
+
+
+# --- against the real sandbox: what a check and a delivery may store and show ----------------
+
+SECRET = "crm-s3cret-token"
+
+
+@pytest.fixture
+def crm_with_token(integrations):
+    Integration.objects.filter(name="crm").update(token=SECRET)
+    return Integration.objects.get(name="crm")
+
+
+def everything_stored() -> str:
+    from ledger.models import Attempt, Operation
+
+    return json.dumps(
+        [
+            list(JournalEntry.objects.values("reason", "evidence")),
+            list(Attempt.objects.values()),
+            list(Operation.objects.values("last_error_message", "result")),
+        ],
+        default=str,
+    )
+
+
+def test_a_check_against_a_destination_echoing_the_token_keeps_it_secret(
+    client_for, crm_with_token, sandbox
+):
+    sandbox.fault("crm.lookup", "echo_headers")
+
+    response = client_for("admin").post(reverse("recovery:check_integration", args=["crm"]))
+
+    (said,) = messages_of(response)
+    assert "HTTP 400, application/json" in said  # what came back, summarised
+    assert "received headers" not in said  # never its content
+    assert SECRET not in said and SECRET not in everything_stored()
+    assert sandbox.stats()["faults_fired"] == {"crm.lookup": {"echo_headers": 1}}
+
+
+def test_a_check_shows_a_summary_of_the_answer_never_its_body(client_for, crm_with_token, sandbox):
+    """Pointed at a service that is not a destination, the check does not become a way to read
+    it: the status, the content type and the length, no more."""
+    sandbox.fault("crm.lookup", "error_422")
+    response = client_for("admin").post(reverse("recovery:check_integration", args=["crm"]))
+    (said,) = messages_of(response)
+    assert "HTTP 422, application/json" in said and "characters" in said
+    assert "sandbox fault" not in said and "unprocessable" not in said
+    entry = JournalEntry.objects.get(action="ledger.integration.checked")
+    assert "sandbox fault" not in json.dumps(entry.evidence)
+
+
+def test_a_check_does_not_follow_a_redirect(client_for, crm_with_token, sandbox):
+    sandbox.fault("crm.lookup", "redirect")
+    response = client_for("admin").post(reverse("recovery:check_integration", args=["crm"]))
+    (said,) = messages_of(response)
+    assert "redirect" in said and "never follows" in said
+    assert len(sandbox.stats()["paths"]) == 1  # the probe, and nothing it pointed to
+    assert sum(sandbox.stats()["paths"].values()) == 1
+
+
+def test_a_delivery_to_a_destination_echoing_the_token_stores_no_token(
+    crm_with_token, approved_enquiry, run_queue, sandbox
+):
+    from ledger.models import Attempt
+
+    sandbox.fault("crm.create", "echo_headers")
+    _enquiry, op = approved_enquiry()
+
+    run_queue(until=lambda: Attempt.objects.filter(operation=op).exists())
+
+    attempt = Attempt.objects.get(operation=op)
+    assert attempt.response_status == 400
+    assert "Authorization" in (attempt.response_body or "")  # the echo reached the row...
+    assert SECRET not in everything_stored()  # ...without the token
+    assert sandbox.stats()["crm"]["total"] == 0

@@ -5,8 +5,10 @@ import json
 
 import pytest
 from django.contrib.messages import get_messages
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from ledger import services as ledger_services
 from ledger.models import Integration, JournalEntry
 
 URL = reverse("recovery:integration-settings", args=["crm"])
@@ -113,6 +115,48 @@ def test_the_token_is_journalled_as_changed_never_its_value(crm, client_for):
     assert "s3cret" not in html and "changed" in html and "removed" in html
 
 
+def test_a_new_address_needs_the_token_typed_again(crm, client_for):
+    """The stored token was entered for the old address: it is never sent to a new one."""
+    client = client_for("admin")
+    moved = form_data(crm, base_url="https://elsewhere.example.org")
+
+    refused = client.post(URL, moved)
+
+    assert refused.status_code == 400
+    assert "type the token for the new address again" in refused.content.decode()
+    row = Integration.objects.get(pk=crm.pk)
+    assert (row.base_url, row.token) == (crm.base_url, "old-s3cret-token")
+    assert not changes().exists()
+
+    assert client.post(URL, {**moved, "token": "new-s3cret-token"}).status_code == 302
+    row = Integration.objects.get(pk=crm.pk)
+    assert (row.base_url, row.token) == ("https://elsewhere.example.org", "new-s3cret-token")
+    assert (
+        client.post(
+            URL, form_data(row, base_url="https://third.example.org", remove_token="on")
+        ).status_code
+        == 302
+    )
+    row = Integration.objects.get(pk=crm.pk)
+    assert (row.base_url, row.token) == ("https://third.example.org", "")
+    assert [e.evidence.get("token") for e in changes().order_by("at", "id")] == [
+        "changed",
+        "removed",
+    ]
+
+
+def test_the_service_refuses_a_new_address_with_the_old_token(crm, people):
+    with pytest.raises(ValidationError) as refused:
+        ledger_services.configure_integration(
+            "crm",
+            actor=people["admin"],
+            reason="moving",
+            changes={"base_url": "https://elsewhere.example.org"},
+        )
+    assert "token" in refused.value.message_dict
+    assert Integration.objects.get(pk=crm.pk).base_url == crm.base_url
+
+
 @pytest.mark.parametrize(
     "changes_,field,says",
     [
@@ -124,7 +168,13 @@ def test_the_token_is_journalled_as_changed_never_its_value(crm, client_for):
         ({"settle_delay_seconds": "3 x"}, "settle_delay_seconds", "“x” in “3 x” is not a unit"),
         ({"retry_budget": "0"}, "retry_budget", "greater than or equal to 1"),
         ({"retry_budget": "²"}, "retry_budget", "Enter a whole number"),
-        ({"base_url": "javascript:alert(1)"}, "base_url", "starting http:// or https://"),
+        ({"base_url": "javascript:alert(1)"}, "base_url", "start with http:// or https://"),
+        ({"base_url": "http://u:p@crm.example.org"}, "base_url", "user name or password"),
+        ({"base_url": "http://crm.example.org:99999"}, "base_url", "from 1 to 65535"),
+        ({"base_url": "http://[::1]:0"}, "base_url", "from 1 to 65535"),
+        ({"base_url": "http://crm.example.org:٣"}, "base_url", "from 1 to 65535"),
+        ({"base_url": "https://crm.example.org/?next=/"}, "base_url", "query"),
+        ({"base_url": "http://[::1"}, "base_url", "not a valid host"),
         ({"base_url": "http://" + "a" * 3000 + ".org"}, "base_url", ""),
         ({"reason": ""}, "reason", "Give a reason"),
         ({"owner": "99999"}, "owner", "Select a valid choice"),

@@ -13,7 +13,7 @@ from harness.drill.cases.steps import (
 )
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
-from ledger.models import Op
+from ledger.models import Op, Operation
 from ledger.services import cancel_operation, complete_by_hand, retry_operation
 
 
@@ -69,18 +69,16 @@ def timeout_after_commit(d: Drill, case: CaseResult):
 def worker_killed(d: Drill, case: CaseResult):
     enquiry = ready_for_review(d, case)
     before = d.destination.requests_to("crm.create")
-    op = None
-    for _attempt in range(3):
-        d.stop_cluster()
-        crashing = d.start_cluster(failpoints=["after_call_succeeded"])
-        if op is None:
-            op = d.approve(enquiry)
-        if crashing.wait_exit(timeout=60) is None:
-            raise CaseFailed("the cluster armed with after_call_succeeded did not crash in 60s")
-        op.refresh_from_db()
-        if op.state == Op.SUBMITTED:
-            break  # our write was the one in flight when the process group died
-        case.note(f"the cluster crashed on other work first (ours {op.state}); again")
+    d.stop_cluster()
+    # Armed for this enquiry's CRM write alone (its key is known before approval): other work
+    # the cluster does first (a suggestion, an acknowledgement) never trips it.
+    key = Operation.make_key(enquiry.pk, "crm.create_enquiry", enquiry.current_revision)
+    crashing = d.start_cluster(failpoints=[f"after_call_succeeded@{key}"])
+    op = d.approve(enquiry)
+    if crashing.wait_exit(timeout=60) is None:
+        raise CaseFailed("the cluster armed with after_call_succeeded did not crash in 60s")
+    op.refresh_from_db()
+    case.check(op.idempotency_key == key, "the armed key is the write's", op.idempotency_key)
     case.check("FAILPOINT after_call_succeeded" in crashing.log(), "the worker was killed")
     case.check(op.state == Op.SUBMITTED, "left in flight by the crash", op.state)
     at_crash = d.destination.records(enquiry.reference)

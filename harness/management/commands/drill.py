@@ -56,6 +56,7 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"No such case: {', '.join(sorted(unknown))}.")
         _require_migrated()
+        _require_no_live_workers()
         restore_signals = install_stop_handlers()
         started_at = timezone.now()
         drill = Drill(out=self.stdout, force_sandbox=sandbox, destination=destination)
@@ -114,4 +115,27 @@ def _require_migrated():
         raise CommandError(
             f"The database has {len(pending)} unapplied migration(s): run "
             "`python manage.py migrate` first (make drill does)."
+        )
+
+
+def _require_no_live_workers():
+    """The drill runs its own workers on this database, crashes them on purpose and makes
+    enquiries: beside a live cluster it could not tell its crash from theirs (a live worker
+    takes the drill's task), and operators would see its enquiries in the console. So it runs
+    on a database of its own, or not at all."""
+    from django.db import connection
+
+    from ledger.worker import workers_on_this_database
+
+    live = workers_on_this_database()
+    if live:
+        raise CommandError(
+            f"Refusing to run: a django-q2 cluster is working on this database "
+            f"({connection.settings_dict.get('NAME')}; {len(live)} connection(s) from "
+            f"{', '.join(sorted(set(live))[:5])}). It would take the drill's tasks, so a crash "
+            "case could not tell its crash from the live cluster's work, and the drill's "
+            "enquiries would show to operators in the console. Stop the cluster (make run) or "
+            "run the drill against a database of its own: DATABASE_URL=<a new database> "
+            "python manage.py migrate && DATABASE_URL=<the same> python manage.py drill "
+            "(docs/drill.md)."
         )

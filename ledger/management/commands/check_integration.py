@@ -7,6 +7,7 @@ each problem in plain words and exits non-zero when there is one. Nothing is wri
 
 from django.core.management.base import BaseCommand, CommandError
 
+from config.destinations import shown
 from intake.workflow import system_actor
 from ledger import services
 from ledger.kinds import kind_of
@@ -43,7 +44,7 @@ class Command(BaseCommand):
         for name in names:
             row = services.integration(name)
             kind = kind_of(row)
-            self.stdout.write(f"{row} ({name}): {kind.label} at {row.base_url}")
+            self.stdout.write(f"{row} ({name}): {kind.label} at {shown(row.base_url)}")
             problems = services.check_integration(name, actor=system_actor("check_integration"))
             if problems:
                 failed += 1

@@ -21,6 +21,9 @@ from django.core.management.base import BaseCommand
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+# How long the children have to stop after SIGTERM: the cluster's in-flight tasks finish first
+# (each is bounded by its connector's timeout); an idle product stops in about a second.
+STOP_SECONDS = 15
 
 
 def stop_with(parent: int):
@@ -125,7 +128,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             for name, cmd in children.items():
-                # Own process group, so Ctrl-C reaches children through us, in order.
+                # Own process group: Ctrl-C reaches the children through us, not directly.
                 procs[name] = subprocess.Popen(
                     cmd,
                     cwd=base,
@@ -150,14 +153,30 @@ class Command(BaseCommand):
                         stopping = True
                 time.sleep(0.3)
         finally:
-            for proc in procs.values():
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            for proc in procs.values():
-                try:
-                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop_children(procs, self.stderr.write)
             self.stdout.write("Stopped.")
+
+
+def stop_children(procs: dict[str, subprocess.Popen], say) -> None:
+    """SIGTERM each child, wait for all of them, SIGKILL the group of any still running.
+
+    The signal goes to each child alone, not to its process group: each stops what it started,
+    in its own order (the cluster lets its workers finish the task in hand, the web server
+    stops its processes). The group is killed only when the child has not exited in time, and
+    that is said.
+    """
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + STOP_SECONDS
+    for name, proc in procs.items():
+        try:
+            code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            say(f"{name} stopped ({code}).")
+        except subprocess.TimeoutExpired:
+            say(f"{name} did not stop within {STOP_SECONDS} s of SIGTERM; killing it.")
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()

@@ -1,0 +1,133 @@
+"""``manage.py qcluster``: django-q2's cluster, made to stop when told, however it is told.
+
+django-q2's master handles SIGTERM by setting the sentinel's stop event and joining it. The
+sentinel spends its life waiting on that event (its guard loop, ``stop_event.wait(0.5)``), and
+``multiprocessing.Event.set()`` waits, with no timeout, for every process registered as waiting
+to say it woke up. When SIGTERM reaches the whole process group (``kill -TERM -<pgid>``,
+systemd's default ``KillMode=control-group``, the old `make run`), the sentinel and the workers
+die at once (their SIGTERM is the default action) while the sentinel is registered as waiting:
+the master's handler then waits in ``Event.set()`` for a process that no longer exists, a futex
+wait that never ends. Each further SIGTERM runs the same handler nested, which finds the
+sentinel dead and returns into the same wait: the master outlives its workers and ignores
+SIGTERM until it is killed (``tests/ledger/test_qcluster.py`` reproduces it).
+
+This command runs the same cluster with three changes (and names its database connections
+``handover-qcluster``, ledger.worker, so a drill can see that live workers share its database):
+
+- the signal handler never blocks: it sets the stop event from a daemon thread, so the main
+  thread (which only waits for the sentinel to exit) ends as soon as the sentinel is gone,
+  whoever stopped it;
+- a stop is bounded: if the sentinel has not exited ``STOP_GRACE_SECONDS`` after the first
+  signal (a task still running; the longest one may take is ``Q_TIMEOUT``), or at a second
+  signal, the sentinel is killed;
+- every process forked below the master is killed when its parent dies (Linux
+  PR_SET_PDEATHSIG), so killing the master, or killing the sentinel, takes its workers with it.
+"""
+
+import ctypes
+import logging
+import os
+import signal
+import threading
+
+from django.conf import settings
+from django.core.management.base import CommandError
+from django_q.cluster import Cluster
+from django_q.conf import Conf
+from django_q.management.commands import qcluster
+
+from ledger import worker
+
+log = logging.getLogger("handover.cluster")
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# A graceful stop lets the tasks in hand finish (at most Q_TIMEOUT, then django-q2 kills them
+# itself); beyond that, nothing is waited for.
+STOP_GRACE_SECONDS = Conf.TIMEOUT + 5 if Conf.TIMEOUT else 65
+
+
+def die_with_parent() -> None:
+    """Fork handlers: a forked child is sent SIGKILL when the process that forked it dies.
+
+    The parent's pid is taken before the fork, so a child whose parent died during the fork
+    (before the request could be made) notices and exits too.
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    parent = {}
+
+    def before():
+        parent["pid"] = os.getpid()
+
+    def after_in_child():
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent.get("pid"):
+            os._exit(1)
+
+    os.register_at_fork(before=before, after_in_child=after_in_child)
+
+
+class StoppableCluster(Cluster):
+    """django-q2's ``Cluster`` whose signal handler neither blocks nor waits unbounded."""
+
+    def __init__(self, *args, grace: float = STOP_GRACE_SECONDS, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grace = grace
+        self.stop_requested = threading.Event()
+
+    def sig_handler(self, signum, frame):
+        if self.stop_requested.is_set():
+            log.warning("second stop signal: killing the cluster's processes now")
+            self.kill_sentinel()
+            return
+        self.stop_requested.set()
+        log.info("stopping the cluster (at most %.0f s)", self.grace)
+        threading.Thread(target=self._request_stop, name="cluster-stop", daemon=True).start()
+        threading.Thread(target=self._bound_stop, name="cluster-stop-bound", daemon=True).start()
+
+    def _request_stop(self):
+        # May wait for ever if the sentinel died while waiting on the event (see above): this
+        # is a daemon thread, and the main thread's wait for the sentinel ends regardless.
+        if self.stop_event is not None and self.sentinel is not None and self.sentinel.is_alive():
+            self.stop_event.set()
+
+    def _bound_stop(self):
+        sentinel = self.sentinel
+        if sentinel is None:
+            return
+        sentinel.join(self.grace)
+        if sentinel.exitcode is None:
+            log.warning("the cluster did not stop within %.0f s: killing it", self.grace)
+            self.kill_sentinel()
+
+    def kill_sentinel(self):
+        """SIGKILL the sentinel; its workers, pusher and monitor die with it (die_with_parent)."""
+        sentinel = self.sentinel
+        if sentinel is not None and sentinel.pid:
+            try:
+                os.kill(sentinel.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class Command(qcluster.Command):
+    help = (
+        "Starts a Django Q Cluster that stops when told (ledger/management/commands/qcluster.py)."
+    )
+
+    def handle(self, *args, **options):
+        if not settings.SECRET_KEY:  # django-q2 signs tasks with it: fail here, not in a worker
+            raise CommandError("SECRET_KEY must be set")
+        cluster_name = options.get("cluster_name")
+        if cluster_name:
+            os.environ["Q_CLUSTER_NAME"] = cluster_name
+        die_with_parent()
+        worker.name_connections()
+        cluster = StoppableCluster()
+        cluster.start()
+        if options.get("run_once", False):
+            cluster.stop()
+        # Returning leaves the main thread in multiprocessing's exit handler, joining the
+        # sentinel; signal handlers run there, and it ends when the sentinel has exited.
