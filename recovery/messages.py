@@ -129,3 +129,19 @@ DURATION_OVER_A_YEAR = _("“%(text)s” is more than a year: is the unit right?
 # --- the drill page (recovery.drill.views) ------------------------------------------------------
 CONCLUSION_REQUIRED = _("Write what you concluded: it is kept with the report.")
 CONCLUSION_RECORDED = _("Your conclusion is recorded with the drill report.")
+
+# --- who owns an item (recovery.ownership) ------------------------------------------------------
+OWNER_ADMINS = _("admins")
+OWNER_NOT_QUEUED = _("not needed (in no queue)")
+# queue: the queue's name ("Operation failed").
+OWNER_OF_QUEUE = _("owns the “%(queue)s” queue, by its response policy")
+OWNER_OF_ITS_QUEUE = _("owns its queue, by its response policy")
+OWNER_FALLS_TO_ADMINS = _(
+    "no owner is set for the “%(queue)s” queue, so it falls to the admins; an admin sets one "
+    "on the integrations page"
+)
+OWNER_GIVEN_UNRECORDED = _("assigned; no journal entry says by whom")
+# earlier: who had it; at: when it was escalated.
+OWNER_ESCALATED = _("escalated from %(earlier)s at %(at)s, overdue (by the escalation job)")
+# who: a username or system:<worker>; at: when; reason: the reason given.
+OWNER_ASSIGNED = _("assigned by %(who)s at %(at)s: “%(reason)s”")

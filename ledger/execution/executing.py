@@ -118,9 +118,7 @@ def claim(op_id):
             attempt.save()
             op.attempt_count = number
             op.last_attempted_at = now
-            fail_operation(
-                op, enquiry, actor, "payload_mismatch", attempt.error_message, owner=True
-            )
+            fail_operation(op, enquiry, actor, "payload_mismatch", attempt.error_message)
             op.save()
             return None
         if limits.applies(integration, now):
@@ -211,7 +209,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
                 op.save()
                 enqueue(op, EXECUTE, at=op.next_attempt_at)
                 return "retry scheduled"
-            fail_operation(op, enquiry, actor, "retry_budget_exhausted", error.message, owner=True)
+            fail_operation(op, enquiry, actor, "retry_budget_exhausted", error.message)
             op.save()
             return "failed (budget)"
         if kind is ErrorKind.UNCERTAIN and error.attention:
@@ -227,7 +225,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             return "unknown"
         if kind is ErrorKind.AUTH:
             attention = "access_denied" if op.action == "documents.extract" else "auth"
-            fail_operation(op, enquiry, actor, attention, error.message, owner=True)
+            fail_operation(op, enquiry, actor, attention, error.message)
             op.save()
             # A document whose access was removed is that document's problem, not the
             # integration's credentials: only a real auth refusal tells the owner so.
@@ -245,7 +243,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
                     },
                 )
             return "failed (auth)"
-        fail_operation(op, enquiry, actor, "invalid", error.message, owner=False)
+        fail_operation(op, enquiry, actor, "invalid", error.message)
         op.save()
         return "failed (invalid)"
 

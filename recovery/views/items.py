@@ -19,7 +19,7 @@ from recovery.views.common import (
     get_operation_for_user,
     require,
 )
-from recovery.words import OPERATOR_ACTIONS
+from recovery.words import OPERATOR_ACTIONS, action_label
 
 # Console action -> its URL segment (recovery/urls.py names them op-<segment>, enquiry-<segment>).
 OP_SEGMENTS = {
@@ -109,7 +109,11 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     queue = ownership.operation_queue(op)
     op.policy = ownership.policy_for(queue, op.integration_id) if queue else None
     op.due = ownership.due(op.state_changed_at, op.policy)
-    op.effective_owner = ownership.effective_owner(op.owner, op.policy, op.journal)
+    op.effective_owner = (
+        ownership.effective_owner(op.owner, op.policy, op.journal, queue=queue)
+        if queue
+        else ownership.Owner(None, "", queued=False)
+    )
     op.help = {
         "reconcile": explain.reconcile_help(op),
         "cancel": explain.cancel_help(op),
@@ -154,24 +158,28 @@ def item_context(request, enquiry, *, bound=None):
     queue = ownership.enquiry_queue(enquiry)
     policy = ownership.policy_for(queue) if queue else None
     enquiry_owner = ownership.effective_owner(
-        enquiry.owner, policy, [r for r in journal if r.subject_type == "intake.enquiry"]
+        enquiry.owner,
+        policy,
+        [r for r in journal if r.subject_type == "intake.enquiry"],
+        queue=queue,
     )
     # Waiting on its CRM write, the enquiry is that write's row in the queue: one item, one
-    # owner (the write's), and it is reassigned there.
+    # owner (the write's), and it is reassigned there. Out of every queue itself, an enquiry
+    # whose other work is in one (a failed acknowledgement) shows that work's owner: the page
+    # names the one owner the queue row names.
+    queued = [op for op in operations if op.state in (Op.UNKNOWN, Op.FAILED)]
     delivering = next(
-        (
-            op
-            for op in reversed(operations)
-            if op.action == "crm.create_enquiry" and op.state in (Op.UNKNOWN, Op.FAILED)
-        ),
+        (op for op in reversed(queued) if op.action == "crm.create_enquiry"),
         None,
     )
+    if delivering is None and not enquiry_owner.queued and queued:
+        delivering = queued[0]
     if delivering is not None:
+        of = action_label(delivering.action).lower()
         enquiry_owner = ownership.Owner(
             delivering.effective_owner.user,
-            f"{delivering.effective_owner.why}; owner of its CRM write"
-            if delivering.effective_owner.user
-            else "",
+            f"{delivering.effective_owner.why}; owner of its {of}",
+            to_admins=delivering.effective_owner.to_admins,
         )
         enquiry_actions = [a for a in enquiry_actions if a != "assign"]
     return {

@@ -23,6 +23,7 @@ from intake.models import Enquiry, EnquiryState, Suggestion, search_query
 from ledger import limits
 from ledger.models import Integration
 from recovery import messages as said
+from recovery import ownership
 from recovery import queue as work
 from recovery.forms import BulkForm, people
 from recovery.models import Queue, QueueVisit
@@ -35,7 +36,7 @@ QUICK_VIEWS = [
     ("Mine", "mine=1"),
     ("CRM unknown", "state=unknown&integration=crm"),
     ("CRM failed", "state=failed&integration=crm"),
-    ("Nobody owns", "owner=none"),
+    ("Fallen to admins", "owner=none"),
     ("Last attempted", "sort=attempt"),
     ("Due soonest", "sort=due"),
 ]
@@ -232,13 +233,15 @@ def enquiry_list(request):
     page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
     if q and page.paginator.count <= FEW_MATCHES:
         page.object_list = sorted_matches(qs, page)
+    # The reference matches head the first page; the word matches are paged.
+    enquiries = (references if page.number == 1 else []) + list(page)
+    ownership.attach_owners(enquiries)  # the owner each one's queue row names
     return render(
         request,
         "recovery/enquiry_list.html",
         {
             "page": page,
-            # The reference matches head the first page; the word matches are paged.
-            "enquiries": (references if page.number == 1 else []) + list(page),
+            "enquiries": enquiries,
             "references": len(references),
             "count": page.paginator.count + len(references),
             "notes": notes + page_notes,
