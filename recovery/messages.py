@@ -25,8 +25,8 @@ __all__ = ["ALREADY_PAUSED", "EXTERNAL_ID_REQUIRED", "NOT_PAUSED", "PAUSED_BEFOR
 # --- access (recovery.views.common) -------------------------------------------------------------
 NO_CONSOLE_ROLE = _("Your account has no console role. Ask an admin.")
 MAY_NOT = _("You may not do that.")
-# what: the action in words ("pause an integration"); permission: its code.
-NEEDS_PERMISSION = _("You may not %(what)s: it needs the %(permission)s permission.")
+# what: the action in words ("pause an integration"); who: the people who may (holders()).
+NEEDS_PERMISSION = _("You may not %(what)s: only %(who)s may.")
 
 # --- pages and filters --------------------------------------------------------------------------
 PAGE_NOT_UNDERSTOOD = _("Page “%(page)s” not understood; showing page 1.")

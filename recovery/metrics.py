@@ -43,6 +43,10 @@ class QueueFlag:
     cadence: timedelta
     last_opened: datetime | None
     stale: bool
+    # What waits in it now (the queue's own rows: the link opens exactly these), and, for
+    # enquiries whose submission is unknown, how many wait as their CRM write's row instead.
+    items: int = 0
+    as_write: int = 0
 
 
 @dataclass
@@ -117,15 +121,25 @@ def duplicates():
             "pk",
             filter=Q(from_state=Op.UNKNOWN, to_state=Op.CONFIRMED, actor_user__isnull=True),
         ),
-        detected=Count(
-            "subject_id", filter=Q(action="ledger.operation.duplicate_detected"), distinct=True
-        ),
     )
+    # Operations whose look-up found more than one record: journalled when found, or waiting
+    # for a person as duplicates now (the item page says so; this figure must agree with it).
+    detected = set(
+        JournalEntry.objects.filter(action="ledger.operation.duplicate_detected").values_list(
+            "subject_id", flat=True
+        )
+    )
+    detected |= {
+        str(pk)
+        for pk in Operation.objects.filter(attention="duplicate_records").values_list(
+            "pk", flat=True
+        )
+    }
     return {
         "event_redelivered": redelivered,
         "event_conflict": conflicts,
         "reconciled_not_retried": journal["reconciled"],
-        "duplicate_record_detected": journal["detected"],
+        "duplicate_record_detected": len(detected),
     }
 
 
@@ -270,8 +284,17 @@ def classification_quality():
     }
 
 
+def queue_counts(now) -> dict:
+    """Rows per queue now, read from the queue's own SQL (the page and this cannot disagree)."""
+    sql, params = work.whole(now)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT u.q_queue, COUNT(*) FROM ({sql}) AS u GROUP BY u.q_queue", params)
+        return dict(cursor.fetchall())
+
+
 def stale_queues(now) -> list[QueueFlag]:
-    """Queues nobody opened within their review cadence (the queue's policy, else the default)."""
+    """Queues nobody opened within their review cadence (the queue's policy, else the default),
+    with what waits in each: the dashboard links only to a list that holds something."""
     policies = {
         p.queue: p.review_cadence for p in ResponsePolicy.objects.filter(integration__isnull=True)
     }
@@ -281,7 +304,11 @@ def stale_queues(now) -> list[QueueFlag]:
         .annotate(last=Max("opened_at"))
         .values_list("queue", "last")
     )
-    # The console page shows every queue but review; opening it counts for all of them.
+    counts = queue_counts(now)
+    counts[Queue.REVIEW.value] = Enquiry.objects.filter(
+        state=EnquiryState.READY_FOR_REVIEW, category__isnull=False
+    ).count()
+    unknown_enquiries = Enquiry.objects.filter(state=EnquiryState.SUBMISSION_UNKNOWN).count()
     flags = []
     for queue in Queue:
         cadence = policies.get(queue.value, default)
@@ -295,6 +322,10 @@ def stale_queues(now) -> list[QueueFlag]:
                 cadence=cadence,
                 last_opened=opened,
                 stale=opened is None or opened < now - cadence,
+                items=counts.get(queue.value, 0),
+                as_write=max(0, unknown_enquiries - counts.get(queue.value, 0))
+                if queue == Queue.SUBMISSION_UNKNOWN
+                else 0,
             )
         )
     return flags

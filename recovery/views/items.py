@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 
 from intake.models import IntakeEvent
 from intake.services import customer_matches
+from ledger import messages as ledger_said
 from ledger import policies
 from ledger.models import Attempt, JournalEntry, Op, Operation
 from recovery import explain, ownership, permissions
@@ -56,7 +57,7 @@ ENQUIRY_TARGET = "enquiry"
 
 
 def _locked_actions(op, allowed):
-    """Actions the state allows that this person may not take, with the reason why.
+    """Actions the state allows that this person may not take, with who may, in words.
 
     Retry is not offered at all (locked or not) where the page says not to retry: a refusal as
     invalid, refused credentials, duplicates (explain.retry_advised).
@@ -71,14 +72,54 @@ def _locked_actions(op, allowed):
             continue
         if action == "retry" and not explain.retry_advised(op):
             continue
+        who = ledger_said.holders(policies.permission_for(op, action))
         if action == "cancel" and op.ends_enquiry():
-            why = "it ends the enquiry: a reviewer's decision"
-        elif OPERATOR_ACTIONS.get(action, ("", False))[1]:
-            why = "needs the recovery permission, which an admin can grant"
+            why = f"it ends the enquiry: only {who} may"
         else:
-            why = "needs a coordinator"
+            why = f"only {who} may"
         locked.append((action, why))
     return locked
+
+
+# The locked action that is the safe next step, by the situation (explain.safe_now): when the
+# person cannot take it, handing the item to someone who can is their main action.
+SAFE_ACTIONS = ("retry", "complete_by_hand", "reconcile", "cancel")
+
+
+def handoff(op, user):
+    """When this person owns the work but cannot take its safe next step: that step, and the
+    person to hand it to (the queue's backup owner, the integration's owner, else the first
+    admin who may), for a reassign form shown open and pre-filled. None otherwise."""
+    if "reassign" not in op.allowed:
+        return None
+    locked = [a for a, _why in op.locked if a in SAFE_ACTIONS and a != "cancel"]
+    if not locked:
+        return None
+    action = locked[0]
+    permission = policies.permission_for(op, action)
+    candidates = [
+        op.policy.backup_owner if op.policy else None,
+        op.integration.owner if op.integration else None,
+        *ownership.admins(),
+    ]
+    to = next(
+        (
+            u
+            for u in candidates
+            if u is not None and u.is_active and u.pk != user.pk and u.has_perm(permission)
+        ),
+        None,
+    )
+    if to is None:
+        return None
+    label = OPERATOR_ACTIONS[action][0].lower()
+    return {
+        "action": action,
+        "label": label,
+        "to": to,
+        "reason": f"needs {to.get_username()} to {label}: I may not",
+        "url": reverse(f"recovery:op-{OP_SEGMENTS['reassign']}", args=[op.pk]),
+    }
 
 
 def _placed_messages(request):
@@ -100,6 +141,9 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     op.visited = _visited(journal, "ledger.operation", str(op.pk))
     op.system = explain.system_name(op)
     op.explain_changed = explain.external_change(op)
+    # When the evidence behind "why a person is needed" was observed (a 501 an hour old reads
+    # differently from one a second old).
+    op.attention_seen = explain.seen_at(explain.last_lookup(op) or explain.last_attempt(op))
     op.explain_safe = explain.safe_now(op)
     op.journal = [row for row in journal if row.subject_id == str(op.pk)]
     op.reconcile_status = explain.reconcile_status(op, op.journal)
@@ -118,6 +162,7 @@ def decorate(op, user, journal, *, bound=None, placed=None):
         "reconcile": explain.reconcile_help(op),
         "cancel": explain.cancel_help(op),
     }
+    op.cancel_label = explain.cancel_label(op)
     op.forms = [
         {
             "action": a,
@@ -126,6 +171,7 @@ def decorate(op, user, journal, *, bound=None, placed=None):
         }
         for a in op.allowed
     ]
+    op.handoff = handoff(op, user)
     target = f"op-{op.pk}"
     op.target = target
     op.bound = bound if bound and bound["target"] == target else None
@@ -175,10 +221,10 @@ def item_context(request, enquiry, *, bound=None):
     if delivering is None and not enquiry_owner.queued and queued:
         delivering = queued[0]
     if delivering is not None:
-        of = action_label(delivering.action).lower()
+        of = action_label(delivering.action)
         enquiry_owner = ownership.Owner(
             delivering.effective_owner.user,
-            f"{delivering.effective_owner.why}; owner of its {of}",
+            f"{delivering.effective_owner.why}; owner of its step “{of}”",
             to_admins=delivering.effective_owner.to_admins,
         )
         enquiry_actions = [a for a in enquiry_actions if a != "assign"]

@@ -158,3 +158,224 @@ def test_25_an_item_in_no_queue_is_not_sent_to_the_admins(story):
     assert enquiry.state == EnquiryState.CONFIRMED
     assert not ownership.item_owner(enquiry).queued
     assert not JournalEntry.objects.filter(action="recovery.escalated").exists()
+
+
+# --- 1: no dead end after "Cancel"; what changed comes from what was observed -----------------
+
+
+def duplicates_in_submission_unknown(story):
+    """The demo's case: a look-up found two records for the reference."""
+    enquiry = story.enquiry("submission_unknown")
+    op = story.operation("failed", enquiry=enquiry, attention="duplicate_records")
+    Operation.objects.filter(pk=op.pk).update(result={"duplicates": ["CRM-7", "CRM-8"]})
+    return Operation.objects.get(pk=op.pk)
+
+
+@pytest.mark.parametrize("role", ["coordinator", "reviewer", "admin"])
+def test_1_no_cancel_where_the_destination_was_seen_to_hold_records(story, client_for, role):
+    op = duplicates_in_submission_unknown(story)
+    page = client_for(role).get(item_url(op))
+    here = unescape(card(page, op))
+    assert f'id="act-{op.pk}-cancel"' not in here
+    assert "Cancel and close" not in here and "Cancel (" not in here
+    words = text(page)
+    assert "Yes, more than once: the CRM holds 2 records" in words
+    assert "CRM-7, CRM-8" in words
+    assert "did not accept" not in words
+    response = client_for("admin").post(
+        reverse("recovery:op-cancel", args=[op.pk]), {"reason": "not needed"}
+    )
+    assert response.status_code == 409
+    op.refresh_from_db()
+    assert op.state == Op.FAILED
+
+
+def test_1_cancelling_a_queued_retry_closes_the_enquiry_it_was_waiting_on(story, client_for):
+    enquiry = story.enquiry("submission_unknown")
+    op = story.operation("approved", enquiry=enquiry)
+    reviewer = client_for("reviewer")
+    page = reviewer.get(item_url(op))
+    assert "Cancel and close the enquiry" in text(page)
+    reviewer.post(reverse("recovery:op-cancel", args=[op.pk]), {"reason": "resident withdrew"})
+    enquiry.refresh_from_db()
+    op.refresh_from_db()
+    assert op.state == Op.CANCELLED
+    assert enquiry.state == EnquiryState.REJECTED and enquiry.closed_at is not None
+
+
+# --- 3: only what the person may do; refusals in words for people ----------------------------
+
+
+def failed_never_received(story, n, *, attention="retry_budget_exhausted", error="transient"):
+    ops = []
+    for _ in range(n):
+        op = story.operation("failed", attention=attention)
+        Operation.objects.filter(pk=op.pk).update(last_error_class=error, last_error_status=503)
+        ops.append(op)
+    return ops
+
+
+def test_3_the_owner_of_failed_work_retries_a_write_the_destination_never_received(
+    story, client_for
+):
+    ops = failed_never_received(story, 3)
+    coordinator = client_for("coordinator")
+    assert ">Retry<" in coordinator.get(item_url(ops[0])).content.decode()
+    response = coordinator.post(
+        reverse("recovery:bulk"),
+        {
+            "action": "retry",
+            "reason": "CRM is back",
+            "group": "crm~failed~retry_budget_exhausted~transient~503",
+        },
+    )
+    assert "Retry: 3 done, 0 refused" in text(coordinator.get(response["Location"]))
+    assert set(
+        Operation.objects.filter(pk__in=[o.pk for o in ops]).values_list("state", flat=True)
+    ) == {Op.APPROVED}
+
+
+def test_3_the_bulk_menu_offers_only_what_the_person_may_do_and_says_who_may(story, client_for):
+    failed_never_received(story, 2, attention="auth", error="auth")
+    coordinator = client_for("coordinator")
+    html = coordinator.get(reverse("recovery:queue")).content.decode()
+    menu = html[html.index('id="b-action"') :].split("</select>", 1)[0]
+    assert 'value="retry"' not in menu and 'value="reassign"' in menu
+    assert "Retry: only an admin (or someone an admin gave the recovery permission) may" in (
+        unescape(html)
+    )
+
+
+def test_3_a_refusal_names_who_may_never_a_permission_code(story, client_for):
+    (op,) = failed_never_received(story, 1, attention="auth", error="auth")
+    coordinator = client_for("coordinator")
+    response = coordinator.post(
+        reverse("recovery:bulk"), {"action": "retry", "reason": "try", "item": f"operation:{op.pk}"}
+    )
+    words = text(coordinator.get(response["Location"]))
+    assert "Only an admin (or someone an admin gave the recovery permission) may do this" in words
+    assert "ledger.recover_operation" not in words and "user:" not in words
+    page = coordinator.get(item_url(op))
+    assert "recover_operation" not in text(page)
+
+
+# --- 12, 16: the Cancel label and Reconcile's consequence, before the click -------------------
+
+
+def test_12_cancel_on_an_enquiry_that_is_not_waiting_on_the_write_says_it_stays(story, client_for):
+    enquiry = story.enquiry("confirmed")
+    op = story.operation(
+        "failed",
+        enquiry=enquiry,
+        action="notify.send",
+        integration="notify",
+        attention="retry_budget_exhausted",
+    )
+    words = text(client_for("coordinator").get(item_url(op)))
+    assert "Cancel (enquiry stays Confirmed)" in words
+    assert f"{enquiry.reference} stays Confirmed" in words
+
+
+def test_16_reconciles_consequence_is_shown_beside_the_button_not_folded(story, client_for):
+    Integration.objects.filter(name="crm").update(
+        supports_lookup=True, supports_idempotency_key=True, settle_delay_seconds=0
+    )
+    op = story.operation("unknown", attention="lookup_failed")
+    html = card(client_for("coordinator").get(item_url(op)), op)
+    visible = re.sub(r"<details.*?</details>", "", html, flags=re.S)
+    visible = unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", visible)))
+    assert "Reconcile now: Asks the CRM for the record by its reference" in visible
+    assert "sent again with the same idempotency key" in visible
+
+
+# --- 15: stale evidence says when it was seen, and offers the look-up --------------------------
+
+
+def test_15_old_lookup_evidence_says_when_and_offers_reconcile_when_lookup_works_now(
+    story, client_for
+):
+    from ledger.models import Attempt
+
+    Integration.objects.filter(name="crm").update(supports_lookup=True)
+    op = story.operation("unknown", attention="lookup_unavailable")
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Attempt.objects.create(
+        operation=op,
+        number=1,
+        kind="lookup",
+        worker="tests",
+        outcome="lookup_unavailable",
+        response_status=501,
+        started_at=an_hour_ago,
+    )
+    words = text(client_for("coordinator").get(item_url(op)))
+    assert re.search(r"exists \(seen \d+ \w+ \d{4}, \d\d:\d\d \w+, HTTP 501\)", words), words
+    assert "The CRM can be looked up now: Reconcile now asks it." in words
+    assert "Reconcile now: the CRM could not be asked before" in words
+
+
+# --- 17: the dashboard agrees with the queue -----------------------------------------------------
+
+
+def test_17_dashboard_links_only_to_lists_that_hold_what_it_counts(story, client_for):
+    ResponsePolicy.objects.create(queue=Queue.SUBMISSION_UNKNOWN, review_cadence=timedelta(hours=4))
+    op = duplicates_in_submission_unknown(story)
+    Operation.objects.filter(pk=op.pk).update(state=Op.UNKNOWN)
+    words = text(client_for("admin").get(reverse("recovery:dashboard")))
+    assert "1 enquiry waits in this state as its CRM write's row" in words
+    assert (
+        "?state=submission_unknown"
+        not in client_for("admin").get(reverse("recovery:dashboard")).content.decode()
+    )
+    assert re.search(r"Duplicate records found at a destination \(not prevented\) 1\b", words)
+
+
+# --- 18: the hand-off is the main action when the owner cannot take the safe step -------------
+
+
+def test_18_a_coordinator_who_cannot_retry_is_offered_the_handover_open_and_prefilled(
+    story, people, client_for
+):
+    (op,) = failed_never_received(story, 1, attention="auth", error="auth")
+    html = card(client_for("coordinator").get(item_url(op)), op)
+    form = re.search(r'<form class="handoff".*?</form>', html, re.S)
+    assert form, "no hand-over form"
+    form = form[0]
+    assert f'name="owner" value="{people["admin"].pk}"' in form
+    assert "Hand over to the-admin" in form and "needs the-admin to retry" in form
+    assert "<details" not in form
+    assert 'class="primary"' in form
+    client_for("coordinator").post(
+        reverse("recovery:op-reassign", args=[op.pk]),
+        {"owner": people["admin"].pk, "reason": "needs the-admin to retry: I may not"},
+    )
+    op.refresh_from_db()
+    assert op.owner == people["admin"]
+    # An admin may retry it: no hand-over for them.
+    assert 'class="handoff"' not in card(client_for("admin").get(item_url(op)), op)
+
+
+# --- 14: the queue says what changed owner since it was last opened ---------------------------
+
+
+def test_14_the_queue_says_items_moved_away_since_it_was_last_opened(story, people, client_for):
+    ResponsePolicy.objects.create(
+        queue=Queue.UNKNOWN,
+        owner=people["coordinator"],
+        backup_owner=people["admin"],
+        response_period=timedelta(hours=2),
+    )
+    op = story.operation("unknown", attention="lookup_failed")
+    coordinator = client_for("coordinator")
+    assert 'id="moved"' not in coordinator.get(reverse("recovery:queue")).content.decode()
+    Operation.objects.filter(pk=op.pk).update(state_changed_at=timezone.now() - timedelta(hours=3))
+    assert escalate_overdue() == 1
+    words = text(coordinator.get(reverse("recovery:queue")))
+    assert "1 item changed owner from you to the-admin (escalated: overdue)" in words
+    assert "changed owner" not in text(coordinator.get(reverse("recovery:queue")))
+
+
+def test_14_the_demo_starts_with_nothing_left_to_escalate(demo):
+    assert escalate_overdue() == 0
+    coordinator_items = JournalEntry.objects.filter(action="recovery.escalated")
+    assert coordinator_items.exists()  # what was overdue at the seed was escalated then
