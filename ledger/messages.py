@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 MAY_NOT = _("Only %(who)s may do this; %(actor)s may not.")
 # Who holds a permission, in words for people (the roles' defaults, ledger/recovery roles).
 HOLDERS = {
-    "ledger.recover_operation": _("an admin (or someone an admin gave the recovery permission)"),
+    "ledger.recover_operation": _("an admin or a holder of the recovery permission"),
     "ledger.triage_operation": _("a coordinator or an admin"),
     "intake.complete_enquiry": _("a coordinator or an admin"),
     "intake.review_enquiry": _("a reviewer or an admin"),

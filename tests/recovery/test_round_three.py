@@ -241,9 +241,7 @@ def test_3_the_bulk_menu_offers_only_what_the_person_may_do_and_says_who_may(sto
     html = coordinator.get(reverse("recovery:queue")).content.decode()
     menu = html[html.index('id="b-action"') :].split("</select>", 1)[0]
     assert 'value="retry"' not in menu and 'value="reassign"' in menu
-    assert "Retry: only an admin (or someone an admin gave the recovery permission) may" in (
-        unescape(html)
-    )
+    assert "Retry: only an admin or a holder of the recovery permission may" in (unescape(html))
 
 
 def test_3_a_refusal_names_who_may_never_a_permission_code(story, client_for):
@@ -253,7 +251,7 @@ def test_3_a_refusal_names_who_may_never_a_permission_code(story, client_for):
         reverse("recovery:bulk"), {"action": "retry", "reason": "try", "item": f"operation:{op.pk}"}
     )
     words = text(coordinator.get(response["Location"]))
-    assert "Only an admin (or someone an admin gave the recovery permission) may do this" in words
+    assert "Only an admin or a holder of the recovery permission may do this" in words
     assert "ledger.recover_operation" not in words and "user:" not in words
     page = coordinator.get(item_url(op))
     assert "recover_operation" not in text(page)
