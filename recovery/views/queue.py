@@ -61,9 +61,15 @@ def moved_away(user) -> dict | None:
     """Items that changed owner away from this person since they last opened the queue (an
     escalation, or someone's reassignment): said at the top of the queue, so a list read
     earlier is not taken to be the same list now. None when nothing moved."""
-    last = QueueVisit.objects.filter(user=user).aggregate(at=Max("opened_at"))["at"]
-    if last is None:
-        return None
+    # One query whatever happened (the queue page counts its queries): the last visit is a
+    # subquery, and it is read back with the rows.
+    last = Subquery(
+        QueueVisit.objects.filter(user=user)
+        .order_by()
+        .values("user")
+        .annotate(at=Max("opened_at"))
+        .values("at")[:1]
+    )
     name = user.get_username()
     rows = list(
         JournalEntry.objects.filter(
@@ -72,14 +78,15 @@ def moved_away(user) -> dict | None:
             evidence__from=name,
         )
         .exclude(evidence__to=name)
-        .values_list("subject_id", "evidence__to", "action")
+        .annotate(since=last)
+        .values_list("subject_id", "evidence__to", "action", "since")
     )
     if not rows:
         return None
-    items = {subject for subject, _to, _action in rows}
-    to = sorted({str(t) for _s, t, _a in rows if t})
-    escalated = any(action == "recovery.escalated" for _s, _t, action in rows)
-    return {"since": last, "count": len(items), "to": to, "escalated": escalated}
+    items = {subject for subject, _to, _action, _since in rows}
+    to = sorted({str(t) for _s, t, _a, _since in rows if t})
+    escalated = any(action == "recovery.escalated" for _s, _t, action, _since in rows)
+    return {"since": rows[0][3], "count": len(items), "to": to, "escalated": escalated}
 
 
 def inspected_queues(page, filters) -> list[str]:
