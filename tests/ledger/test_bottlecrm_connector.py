@@ -201,7 +201,8 @@ def test_403_is_a_credentials_failure_the_owner_is_told_and_nothing_is_retried(
     assert execution.execute(op.pk) == "failed (auth)"
 
     _enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", crm_owner)
+    # The queue's owner by the response policy owns it; the integration's owner is told.
+    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", None)
     assert "Organization context is required" in op.last_error_message
     told = JournalEntry.objects.get(action="ledger.integration.credentials_refused")
     assert told.evidence["owner"] == "crm-owner"
