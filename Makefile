@@ -41,6 +41,7 @@ screenshots: $(VENV)/.installed
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_notices.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_setup.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_documents.py
+	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_round_three.py
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput

@@ -269,9 +269,16 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
 
     # Ending an approved enquiry undelivered is a reviewer's decision, as rejecting one is
     # (issue 19): a coordinator's triage of the CRM write cannot close the enquiry.
-    @transition(state, source=S.APPROVED, target=S.REJECTED, permission="intake.review_enquiry")
+    @transition(
+        state,
+        source=[S.APPROVED, S.SUBMISSION_UNKNOWN],
+        target=S.REJECTED,
+        permission="intake.review_enquiry",
+    )
     def withdraw(self, *, actor, reason="", evidence=None):
-        """Delivery is cancelled for good (nothing reached the destination)."""
+        """Delivery is cancelled for good. From submission_unknown only when no record was seen
+        at the destination (ledger.policies offers no Cancel then); the evidence says whether an
+        earlier request may have reached it."""
         self.closed_at = timezone.now()
 
 

@@ -68,8 +68,6 @@ def record_report(*, message_id, event, provider, description="", mta_response="
         if event in NOT_DELIVERED and op.state in (Op.CONFIRMED, Op.UNKNOWN):
             reason = f"{provider} reports the message {event}: {said}".strip(": ")
             op.result = {**op.result, "delivery": "failed", "delivery_report": evidence}
-            if op.integration is not None and op.integration.owner_id:
-                op.owner_id = op.integration.owner_id
             op.next_attempt_at = None
             if op.state == Op.CONFIRMED:
                 op.bounce(actor=ACTOR, reason=reason[:1000], evidence=evidence)

@@ -11,7 +11,27 @@ recovery.messages.
 from django.utils.translation import gettext_lazy as _
 
 # --- who may, and why (ledger.services.common) --------------------------------------------------
-MAY_NOT = _("%(actor)s may not do this (%(permission)s)")
+# who: the people who may (holders()); actor: the person refused, by name.
+MAY_NOT = _("Only %(who)s may do this; %(actor)s may not.")
+# Who holds a permission, in words for people (the roles' defaults, ledger/recovery roles).
+HOLDERS = {
+    "ledger.recover_operation": _("an admin or a holder of the recovery permission"),
+    "ledger.triage_operation": _("a coordinator or an admin"),
+    "intake.complete_enquiry": _("a coordinator or an admin"),
+    "intake.review_enquiry": _("a reviewer or an admin"),
+    "intake.approve_revision": _("a reviewer or an admin"),
+    "ledger.pause_integration": _("an admin"),
+    "ledger.change_integration": _("an admin"),
+    "recovery.review_drillrun": _("an admin"),
+}
+SOMEONE_WITH = _("someone with the %(permission)s permission")
+
+
+def holders(permission: str) -> str:
+    """Who may, in words: "a coordinator or an admin"."""
+    return str(HOLDERS.get(permission) or SOMEONE_WITH % {"permission": permission})
+
+
 SYSTEM_MAY_NOT = _("%(actor)s may not do this")
 REASON_REQUIRED = _("A reason is required: one with visible text.")
 

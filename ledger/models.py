@@ -386,10 +386,42 @@ def payload_hash(payload) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-# Cancelling the CRM write of an approved enquiry ends the enquiry (withdrawn: Rejected, not
-# delivered). Ending an enquiry is a reviewer's decision, not a coordinator's triage.
+# Cancelling the CRM write of an enquiry waiting on it ends the enquiry (withdrawn: Rejected,
+# not delivered). Ending an enquiry is a reviewer's decision, not a coordinator's triage.
 ENDS_ENQUIRY_PERMISSION = "intake.review_enquiry"
 CANCEL_PERMISSION = "ledger.triage_operation"
+
+
+# Retrying a failed write needs the recovery permission (admins), except where the destination
+# never received it: every call was refused before it was accepted (connection refused,
+# 502/503/504) until the retry budget ran out. A retry with the same idempotency key cannot
+# duplicate what was never received, so whoever owns failed work (a coordinator) may retry it:
+# it is the most common failure, and the one the Operation failed queue's owner must clear.
+# docs/runbooks/destination-unavailable.md and the roles in README.md say the same.
+RETRY_PERMISSION = "ledger.recover_operation"
+RETRY_NEVER_RECEIVED_PERMISSION = "ledger.triage_operation"
+
+
+def never_received(op) -> bool:
+    """Failed because the destination was unavailable on every allowed attempt, each refused
+    before it was accepted (transient): nothing reached it. From the row's own columns, so a
+    queue page decides it for every row without a query."""
+    return (
+        op.state == Op.FAILED
+        and op.attention == "retry_budget_exhausted"
+        and op.last_error_class == "transient"
+    )
+
+
+def retry_permission(op) -> str:
+    return RETRY_NEVER_RECEIVED_PERMISSION if never_received(op) else RETRY_PERMISSION
+
+
+def _may_retry(op, user) -> bool:
+    return user.has_perm(retry_permission(op))
+
+
+_may_retry.label = "recover_operation / triage_operation if never received"
 
 
 def cancel_permission(op) -> str:
@@ -531,12 +563,30 @@ class Operation(ConcurrentTransitionMixin, models.Model):
 
     def ends_enquiry(self) -> bool:
         """Whether cancelling this operation closes its enquiry (ledger.services.cancel_operation):
-        the CRM write of an approved enquiry, whose approved revision is then never delivered."""
+        the CRM write of an enquiry waiting on it (approved, or its submission unknown), whose
+        approved revision is then never delivered. Cancelling it any other way would leave the
+        enquiry waiting on a write that will never happen: a dead end."""
         return (
             self.action == "crm.create_enquiry"
             and self.enquiry_id is not None
-            and self.enquiry.state == "approved"
+            and self.enquiry.state in ("approved", "submission_unknown")
         )
+
+    def unanswered_calls(self) -> int:
+        """Calls that were sent and got no answer (they may have reached the destination)."""
+        return self.attempts.filter(kind="call", outcome__in=("uncertain", "")).count()
+
+    def records_observed(self) -> list[str]:
+        """The records the destination was seen to hold for this operation (a look-up that found
+        more than one; a record it made without our reference; the confirmed record): what
+        "did an external system change?" is answered from, and why Cancel is not offered."""
+        found = [str(x) for x in (self.result or {}).get("duplicates") or [] if x]
+        made = (self.result or {}).get("unconfirmed_external_id")
+        if made and str(made) not in found:
+            found.append(str(made))
+        if self.external_id and self.external_id not in found:
+            found.append(self.external_id)
+        return found
 
     # --- transitions ------------------------------------------------------------------------
     @transition(
@@ -594,7 +644,7 @@ class Operation(ConcurrentTransitionMixin, models.Model):
         state,
         source=[Op.FAILED, Op.UNKNOWN],
         target=Op.APPROVED,
-        permission="ledger.recover_operation",
+        permission=_may_retry,
         custom={"actors": (SYSTEM,)},
     )
     def retry(self, *, actor, reason="", evidence=None):

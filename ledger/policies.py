@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ledger.connectors.suggester import SuggesterConnector
-from ledger.models import Integration, Op, cancel_permission
+from ledger.models import Integration, Op, cancel_permission, retry_permission
 
 READ, WRITE = "read", "write"
 
@@ -193,7 +193,11 @@ def state_allows(operation) -> list[str]:
     elif state == Op.FAILED:
         if policy.manual_retry and operation.attention != "duplicate_records":
             actions.append(RETRY)
-        actions += [COMPLETE, CANCEL]
+        actions.append(COMPLETE)
+        # Records seen at the destination are not undone by cancelling here: complete by hand
+        # with the one that stands (and close the others there), never "cancel safely".
+        if not operation.records_observed():
+            actions.append(CANCEL)
     elif (
         state == Op.CONFIRMED
         and policy.compensated_by
@@ -224,6 +228,8 @@ def permission_for(operation, action, policy=None) -> str:
         return (policy or policy_for(operation)).approve_permission
     if action == CANCEL:
         return cancel_permission(operation)
+    if action == RETRY:
+        return retry_permission(operation)
     return PERMISSIONS[action]
 
 

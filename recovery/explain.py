@@ -93,11 +93,41 @@ def attempt_summary(op) -> dict:
     return calls[-1].request_summary if calls else {}
 
 
+def last_lookup(op):
+    lookups = [a for a in op.attempts.all() if a.kind == "lookup"]
+    return lookups[-1] if lookups else None
+
+
+def seen_at(attempt) -> str:
+    """ " (seen at 14:02, 1 Dec 2026, HTTP 501)": when a piece of evidence was observed."""
+    if attempt is None:
+        return ""
+    status = f", HTTP {attempt.response_status}" if attempt.response_status else ""
+    return f" (seen {when(attempt.started_at)}{status})"
+
+
 def external_change(op) -> str:
+    """Answered from what was observed at the destination (a look-up's records, an answer),
+    never from the operation's state alone: a cancelled write whose look-up found two records
+    did change the destination."""
     system = system_name(op)
     attempt = last_attempt(op)
     status = f" (HTTP {attempt.response_status})" if attempt and attempt.response_status else ""
     calls = sum(1 for a in op.attempts.all() if a.kind == "call")
+    seen = op.records_observed()
+    if op.state != Op.CONFIRMED and len(seen) > 1:
+        return (
+            f"Yes, more than once: {system} holds {len(seen)} records for reference "
+            f"{op.payload.get('reference') or op.enquiry.reference}: {', '.join(seen)}"
+            f"{seen_at(last_lookup(op))}."
+        )
+    unanswered = op.unanswered_calls()
+    if op.state == Op.CANCELLED and unanswered and not seen:
+        return (
+            f"Maybe. Cancelled here, but a request to {system} got no answer, so {system} may "
+            f"hold a record for {op.payload.get('reference') or op.enquiry.reference}: "
+            "cancelling here undid nothing there."
+        )
     if op.state == Op.CONFIRMED:
         ref = f" {op.external_id}" if op.external_id else ""
         what = action_label(op.action).lower()
@@ -108,7 +138,11 @@ def external_change(op) -> str:
             f"Maybe. The request to {system} was sent at {sent} and no answer came back: "
             f"{system} may have done it."
         )
-        if op.attention in ("lookup_unavailable", "lookup_failed", "smtp_no_reply"):
+        if op.attention in ("lookup_unavailable", "lookup_failed"):
+            text += f" {ATTENTION[op.attention].rstrip('.')}{seen_at(last_lookup(op))}."
+            if lookup_possible_now(op):
+                text += f" {sentence(system)} can be looked up now: Reconcile now asks it."
+        elif op.attention == "smtp_no_reply":
             text += f" {ATTENTION[op.attention]}"
         if op.attention == "reference_not_stored":
             made = op.result.get("unconfirmed_external_id") or "a record"
@@ -148,9 +182,21 @@ def external_change(op) -> str:
     return f"Not yet: nothing has been sent to {system}."
 
 
+def duplicate_advice(op) -> str:
+    system = system_name(op)
+    seen = op.records_observed()
+    named = f" ({', '.join(seen)})" if seen else ""
+    return (
+        f"Do not retry or cancel: {system} holds these records{named}. Decide which one is "
+        "right, complete by hand with its reference, and close the other one there."
+    )
+
+
 def safe_now(op) -> str:
     system = system_name(op)
     kind = _failure_kind(op)
+    if op.state == Op.UNKNOWN and kind == "duplicate":
+        return duplicate_advice(op)
     if op.state == Op.UNKNOWN:
         if op.attention == "reference_not_stored":
             made = op.result.get("unconfirmed_external_id") or "the record it named"
@@ -166,6 +212,11 @@ def safe_now(op) -> str:
                 "arrived. Arrived: complete by hand with the relay's queue id. Not there: retry "
                 "(the same Message-ID, so a reader can tell a repeat). Do not retry first."
             )
+        if kind == "lookup" and lookup_possible_now(op):
+            return (
+                f"Reconcile now: {system} could not be asked before{seen_at(last_lookup(op))}, "
+                f"and can be now. {reconcile_help(op)}"
+            )
         if kind == "lookup":
             return (
                 f"Look in {system} by hand for reference {op.reference}. Found: complete "
@@ -178,10 +229,7 @@ def safe_now(op) -> str:
         )
     if op.state == Op.FAILED:
         if kind == "duplicate":
-            return (
-                f"Do not retry. Decide which record in {system} is right, complete by hand with "
-                "its reference, and close the other one there."
-            )
+            return duplicate_advice(op)
         if kind == "invalid":
             return (
                 "Do not retry as it is: it would be refused again. Edit the enquiry (a new "
@@ -335,6 +383,9 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         safe.insert(0, "Review it: approve, edit (a new revision), request information or reject.")
     elif state == S.NEEDS_INFORMATION:
         safe.insert(0, "Wait for the customer; when they answer, mark the information received.")
+    if not safe and state in (S.SUBMISSION_UNKNOWN, S.SUBMITTED, S.APPROVED) and crm:
+        # Waiting on a write that is queued or in flight: the worker's answer decides.
+        safe = [f"{action_label(crm.action)}: {safe_now(crm)}"]
     if not safe:
         safe = ["Nothing is needed from a person right now."]
     return Answers(trying=trying, steps=steps, finished=finished, changed=changed, safe=safe)
@@ -383,6 +434,8 @@ def runbook_for_operation(op) -> str | None:
         return "email-no-reply"
     if op.action == "notify.send" and op.state == Op.FAILED:
         return "notification-failed"
+    if op.state == Op.UNKNOWN and kind == "duplicate":
+        return "duplicate-records"
     if op.state == Op.UNKNOWN:
         return "reconciliation-queue" if kind == "lookup" else "unknown-outcome"
     return {
@@ -470,14 +523,58 @@ def reconcile_help(op) -> str:
     )
 
 
-def cancel_help(op) -> str:
+def lookup_possible_now(op) -> bool:
+    """The destination could not be asked before (a 501, say), and its integration says it can
+    be now: the evidence is old, and a look-up would settle it."""
+    integration = op.integration
+    return (
+        op.state == Op.UNKNOWN
+        and op.attention == "lookup_unavailable"
+        and integration is not None
+        and integration.capabilities.lookup
+    )
+
+
+def cancel_label(op) -> str:
+    """The Cancel button says what happens to the enquiry here, not only to the operation."""
     if op.ends_enquiry():
-        return (
+        return "Cancel and close the enquiry"
+    if op.enquiry_id is None:
+        return "Cancel"
+    return f"Cancel (enquiry stays {op.enquiry.get_state_display()})"
+
+
+def cancel_help(op) -> str:
+    """What Cancel does here, said before the click: the operation's end and the enquiry's."""
+    system = system_name(op)
+    if op.ends_enquiry():
+        text = (
             f"Stops this write for good, and closes {op.reference} as Rejected: its "
             "approved revision will never be delivered. That is the enquiry's outcome, shown "
             "with your reason. Nothing is sent; nothing at the destination is undone."
         )
-    return ""
+        if op.unanswered_calls():
+            text += (
+                f" An earlier request got no answer, so {system} may hold a record for "
+                f"{op.payload.get('reference') or op.enquiry.reference}: look there first."
+            )
+        return text
+    if op.action == "crm.create_enquiry":
+        state = op.enquiry.get_state_display()
+        return (
+            f"Stops this write for good. {op.enquiry.reference} stays {state}: it does not "
+            "wait on this write (a later revision has its own). Nothing is sent; nothing at the "
+            "destination is undone."
+        )
+    if op.enquiry_id is None:
+        return (
+            f"Stops this {action_label(op.action).lower()} for good. Nothing is sent; nothing at "
+            f"{system} is undone."
+        )
+    return (
+        f"Stops this {action_label(op.action).lower()} for good; {op.enquiry.reference} stays "
+        f"{op.enquiry.get_state_display()}. Nothing is sent; nothing at {system} is undone."
+    )
 
 
 @dataclass

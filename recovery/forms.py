@@ -65,7 +65,7 @@ class BulkForm(ReasonForm):
     item = forms.CharField(required=False, label="Items")  # read from getlist() in clean()
     group = forms.CharField(required=False, max_length=200, label="Group")
     owner = forms.ModelChoiceField(
-        queryset=None, required=False, empty_label="(nobody)", label="New owner"
+        queryset=None, required=False, empty_label="(back to the queue's owner)", label="New owner"
     )
 
     def __init__(self, *args, **kwargs):
@@ -127,7 +127,9 @@ def people():
 
 
 class ReassignForm(ReasonForm):
-    owner = forms.ModelChoiceField(queryset=None, required=False, empty_label="(nobody)")
+    owner = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="(back to the queue's owner)"
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

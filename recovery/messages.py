@@ -32,8 +32,8 @@ __all__ = [
 # --- access (recovery.views.common) -------------------------------------------------------------
 NO_CONSOLE_ROLE = _("Your account has no console role. Ask an admin.")
 MAY_NOT = _("You may not do that.")
-# what: the action in words ("pause an integration"); permission: its code.
-NEEDS_PERMISSION = _("You may not %(what)s: it needs the %(permission)s permission.")
+# what: the action in words ("pause an integration"); who: the people who may (holders()).
+NEEDS_PERMISSION = _("You may not %(what)s: only %(who)s may.")
 
 # --- pages and filters --------------------------------------------------------------------------
 PAGE_NOT_UNDERSTOOD = _("Page “%(page)s” not understood; showing page 1.")
@@ -186,3 +186,18 @@ SETUP_QUEUE_SAVED = _("Saved for %(queue)s, with your reason in the journal.")
 SETUP_CATEGORY_SAVED = _("Category “%(category)s” saved, with your reason in the journal.")
 SETUP_PERSON_SAVED = _("Roles of %(person)s saved, with your reason in the journal.")
 NO_SUCH_ROLE = _("There is no role “%(role)s”.")
+# --- who owns an item (recovery.ownership) ------------------------------------------------------
+OWNER_ADMINS = _("admins")
+OWNER_NOT_QUEUED = _("not needed (in no queue)")
+# queue: the queue's name ("Operation failed").
+OWNER_OF_QUEUE = _("owns the “%(queue)s” queue, by its response policy")
+OWNER_OF_ITS_QUEUE = _("owns its queue, by its response policy")
+OWNER_FALLS_TO_ADMINS = _(
+    "no owner is set for the “%(queue)s” queue, so it falls to the admins; an admin sets one "
+    "on the setup page"
+)
+OWNER_GIVEN_UNRECORDED = _("assigned; no journal entry says by whom")
+# earlier: who had it; at: when it was escalated.
+OWNER_ESCALATED = _("escalated from %(earlier)s at %(at)s, overdue (by the escalation job)")
+# who: a username or system:<worker>; at: when; reason: the reason given.
+OWNER_ASSIGNED = _("assigned by %(who)s at %(at)s: “%(reason)s”")

@@ -43,6 +43,10 @@ class QueueFlag:
     cadence: timedelta
     last_opened: datetime | None
     stale: bool
+    # What waits in it now (the queue's own rows: the link opens exactly these), and, for
+    # enquiries whose submission is unknown, how many wait as their CRM write's row instead.
+    items: int = 0
+    as_write: int = 0
 
 
 @dataclass
@@ -117,15 +121,25 @@ def duplicates():
             "pk",
             filter=Q(from_state=Op.UNKNOWN, to_state=Op.CONFIRMED, actor_user__isnull=True),
         ),
-        detected=Count(
-            "subject_id", filter=Q(action="ledger.operation.duplicate_detected"), distinct=True
-        ),
     )
+    # Operations whose look-up found more than one record: journalled when found, or waiting
+    # for a person as duplicates now (the item page says so; this figure must agree with it).
+    detected = set(
+        JournalEntry.objects.filter(action="ledger.operation.duplicate_detected").values_list(
+            "subject_id", flat=True
+        )
+    )
+    detected |= {
+        str(pk)
+        for pk in Operation.objects.filter(attention="duplicate_records").values_list(
+            "pk", flat=True
+        )
+    }
     return {
         "event_redelivered": redelivered,
         "event_conflict": conflicts,
         "reconciled_not_retried": journal["reconciled"],
-        "duplicate_record_detected": journal["detected"],
+        "duplicate_record_detected": len(detected),
     }
 
 
@@ -270,16 +284,22 @@ def classification_quality():
     }
 
 
-def waiting_since(now) -> dict:
-    """Queue -> when its oldest waiting item entered it (queues with nothing waiting: absent)."""
+def queue_waiting(now) -> dict:
+    """Queue -> (rows now, when its oldest waiting item entered it), read from the queue's own
+    SQL (the page and this cannot disagree); queues with nothing waiting are absent."""
     sql, params = work.whole(now)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT u.q_queue, MIN(u.q_since) FROM ({sql}) AS u GROUP BY 1", params)
+        cursor.execute(
+            f"SELECT u.q_queue, COUNT(*), MIN(u.q_since) FROM ({sql}) AS u GROUP BY u.q_queue",
+            params,
+        )
+        return {queue: (count, since) for queue, count, since in cursor.fetchall()}
         return dict(cursor.fetchall())
 
 
 def stale_queues(now) -> list[QueueFlag]:
-    """Queues nobody opened within their review cadence (the queue's policy, else the default).
+    """Queues nobody opened within their review cadence (the queue's policy, else the default),
+    with what waits in each: the dashboard links only to a list that holds something.
 
     A queue's cadence runs while work waits in it: it starts when the oldest waiting item
     entered the queue. An empty queue is never flagged, so a fresh install (nothing waiting
@@ -295,15 +315,19 @@ def stale_queues(now) -> list[QueueFlag]:
         .annotate(last=Max("opened_at"))
         .values_list("queue", "last")
     )
-    waiting = waiting_since(now)
-    # The console page shows every queue but review; opening it counts for all of them.
+    waiting = queue_waiting(now)
+    review = Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW, category__isnull=False)
+    oldest_review = review.aggregate(since=Min("state_changed_at"))["since"]
+    if oldest_review is not None:
+        waiting[Queue.REVIEW.value] = (review.count(), oldest_review)
+    unknown_enquiries = Enquiry.objects.filter(state=EnquiryState.SUBMISSION_UNKNOWN).count()
     flags = []
     for queue in Queue:
         cadence = policies.get(queue.value, default)
         if cadence is None:
             continue
         opened = last.get(queue.value)
-        since = waiting.get(queue.value)
+        items, since = waiting.get(queue.value, (0, None))
         flags.append(
             QueueFlag(
                 queue=queue.value,
@@ -313,6 +337,10 @@ def stale_queues(now) -> list[QueueFlag]:
                 stale=since is not None
                 and since < now - cadence
                 and (opened is None or opened < now - cadence),
+                items=items,
+                as_write=max(0, unknown_enquiries - items)
+                if queue == Queue.SUBMISSION_UNKNOWN
+                else 0,
             )
         )
     return flags

@@ -32,7 +32,7 @@ from ledger.models import Integration, JournalEntry, Operation
 from ledger.notices import OPERATOR_DIGEST
 from ledger.services import propose_message
 from ledger.services.proposals import notice_payload
-from recovery import timefmt
+from recovery import ownership, timefmt
 from recovery.models import NoticePreference, OperatorNotice, Queue, ResponsePolicy
 
 LOOKBACK = timedelta(days=1)  # older events are not news any more
@@ -98,51 +98,53 @@ def _from_journal(now) -> list[OperatorNotice]:
     notices = []
     for row in rows:
         evidence = row.evidence or {}
-        user, kind, what = None, OperatorNotice.ASSIGNED, ""
+        users, kind, what = [], OperatorNotice.ASSIGNED, ""
         if row.action in HANDED_OVER:
             user = people.get(evidence.get("to"))
             if row.actor == ESCALATION_ACTOR or (user and row.actor == f"user:{user}"):
                 continue  # escalation says so itself; taking it yourself is no news
+            users = [user]
             what = f"Assigned to you by {row.actor.removeprefix('user:')}"
         elif row.action == ESCALATED:
-            user = people.get(evidence.get("to"))
+            users = [people.get(evidence.get("to"))]
             what = "Handed to you by escalation (overdue)"
         elif row.action in NEEDS_OWNER:
             op = ops.get(row.subject_id)
             if op is None or op.enquiry_id is None:
                 continue  # a message to an operator failing is in the queue, not in a message
-            # The engine gives such an operation to its integration's owner; whoever holds it
-            # now by their own or someone else's hand-over was told (or took it) that way.
-            if op.integration is None or op.owner_id != op.integration.owner_id:
-                continue
-            user = op.owner
+            if op.owner_id is not None:
+                continue  # given to someone by a hand-over, which told them (or they took it)
+            # Nobody was given it: its queue's owner by the response policy, or, where the queue
+            # has none, every admin (recovery.ownership).
+            users = ownership.item_owner(op).people()
             what = "Needs you: " + (row.reason or row.action)[:120]
         elif row.action == CREDENTIALS:
-            user = people.get(evidence.get("owner"))
+            users = [people.get(evidence.get("owner"))]
             kind = OperatorNotice.CREDENTIALS
             what = "Refused Handover's credentials"
-        if user is None:
-            continue
-        if row.action == CREDENTIALS:
-            title, link = str(row.subject_id), reverse("recovery:integrations")
-            integration = Integration.objects.filter(pk=row.subject_id).first()
-            title = f"The {integration} integration" if integration else title
-            key = f"journal:{row.pk}"
-        else:
-            title, link = _subject_link(row)
-            # One notice per item, person and stay in a state: a failure and a hand-over of
-            # the same item to the same person are one line, not two.
-            key = f"item:{row.subject_type}:{row.subject_id}:{user.pk}:{_stay(row, ops)}"
-        notices.append(
-            OperatorNotice(
-                user=user,
-                kind=kind,
-                key=key[:200],
-                title=f"{what}: {title}"[:300],
-                link=link,
-                created_at=now,
+        for user in users:
+            if user is None:
+                continue
+            if row.action == CREDENTIALS:
+                title, link = str(row.subject_id), reverse("recovery:integrations")
+                integration = Integration.objects.filter(pk=row.subject_id).first()
+                title = f"The {integration} integration" if integration else title
+                key = f"journal:{row.pk}:{user.pk}"
+            else:
+                title, link = _subject_link(row)
+                # One notice per item, person and stay in a state: a failure and a hand-over of
+                # the same item to the same person are one line, not two.
+                key = f"item:{row.subject_type}:{row.subject_id}:{user.pk}:{_stay(row, ops)}"
+            notices.append(
+                OperatorNotice(
+                    user=user,
+                    kind=kind,
+                    key=key[:200],
+                    title=f"{what}: {title}"[:300],
+                    link=link,
+                    created_at=now,
+                )
             )
-        )
     return notices
 
 

@@ -62,8 +62,8 @@ ACTION_HELP = {
     "complete_by_hand": "You found or made the record yourself: give its reference at the "
     "destination. Nothing is sent.",
     "cancel": "Stops this operation for good. Nothing is sent; nothing at the destination is "
-    "undone. (Cancelling an approved enquiry's CRM write also closes the enquiry: its page "
-    "says so before the click.)",
+    "undone. (Cancelling the CRM write an enquiry waits on also closes the enquiry as "
+    "Rejected: its page says so before the click.)",
     "compensate": "Proposes an operation that closes the record at the destination; it is "
     "approved like any write.",
     "approve": "Lets this operation run.",

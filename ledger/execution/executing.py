@@ -142,9 +142,7 @@ def claim(op_id):
             attempt.save()
             op.attempt_count = number
             op.last_attempted_at = now
-            fail_operation(
-                op, enquiry, actor, "payload_mismatch", attempt.error_message, owner=True
-            )
+            fail_operation(op, enquiry, actor, "payload_mismatch", attempt.error_message)
             op.save()
             return None
         if limits.applies(integration, now):
@@ -235,7 +233,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
                 op.save()
                 enqueue(op, EXECUTE, at=op.next_attempt_at)
                 return "retry scheduled"
-            fail_operation(op, enquiry, actor, "retry_budget_exhausted", error.message, owner=True)
+            fail_operation(op, enquiry, actor, "retry_budget_exhausted", error.message)
             op.save()
             return "failed (budget)"
         if kind is ErrorKind.UNCERTAIN and error.attention:
@@ -253,12 +251,12 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             # Nothing was sent; a retry cannot duplicate anything, but the same code would
             # fail the same way: the maintainer looks first. The retry budget is untouched.
             op.budget_used = max(op.budget_used - 1, 0)
-            fail_operation(op, enquiry, actor, "internal_error", error.message, owner=True)
+            fail_operation(op, enquiry, actor, "internal_error", error.message)
             op.save()
             return "failed (internal error)"
         if kind is ErrorKind.AUTH:
             attention = "access_denied" if op.action == "documents.extract" else "auth"
-            fail_operation(op, enquiry, actor, attention, error.message, owner=True)
+            fail_operation(op, enquiry, actor, attention, error.message)
             op.save()
             # A document whose access was removed is that document's problem, not the
             # integration's credentials: only a real auth refusal tells the owner so.
@@ -278,7 +276,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             return "failed (auth)"
         # An answer that settles the read for good (a changed document) says so by its code.
         op.result = {**op.result, **error.evidence}
-        fail_operation(op, enquiry, actor, error.attention or "invalid", error.message, owner=False)
+        fail_operation(op, enquiry, actor, error.attention or "invalid", error.message)
         op.save()
         return "failed (invalid)"
 
@@ -303,7 +301,6 @@ def _throttled(op, enquiry, error: ConnectorError, actor) -> str:
             "throttled_too_often",
             f"{op.integration or 'the destination'} answered {error.status} (wait) {in_a_row} "
             f"times in a row; last: {error.message[:200]}",
-            owner=True,
         )
         op.save()
         return "failed (throttled too often)"

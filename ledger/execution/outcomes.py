@@ -100,10 +100,11 @@ def throttled_in_a_row(op) -> int:
     return count
 
 
-def fail_operation(op, enquiry, actor, attention, message, *, owner):
+def fail_operation(op, enquiry, actor, attention, message):
+    """`failed` for good: a person must act. Who is the response policy's business (the owner
+    of the "Operation failed" queue, recovery.ownership), not the integration's owner: the
+    operation keeps the owner a person gave it, and gets none from here."""
     op.attention = attention
-    if owner and op.integration is not None and op.integration.owner_id:
-        op.owner_id = op.integration.owner_id
     op.next_attempt_at = None
     clear_lease(op)
     op.fail(
@@ -145,8 +146,7 @@ def schedule_reconcile(op, *, actor, at=None):
 def needs_person(op, actor, attention, reason):
     op.attention = attention
     op.next_attempt_at = None
-    if op.integration is not None and op.integration.owner_id:
-        op.owner_id = op.integration.owner_id
+    # Routed by the response policy of its queue (recovery.ownership), like fail_operation.
     op.save()
     journal.record(
         op,

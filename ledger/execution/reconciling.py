@@ -182,7 +182,7 @@ def record_lookup(
         evidence = {"found": ids, "attempt": attempt.number}
         if found.failed:
             finish_attempt(attempt, outcome="found_failed", status=found.status, body=found.body)
-            fail_operation(op, enquiry, actor, "delivery_failed", found.failed, owner=True)
+            fail_operation(op, enquiry, actor, "delivery_failed", found.failed)
             return Lookup.FAILED_DELIVERY
         if len(ids) == 1:
             finish_attempt(attempt, outcome="found", status=found.status, body=found.body)
@@ -229,7 +229,7 @@ def record_lookup(
 def _retry_after_lookup(op, enquiry, actor, why) -> Lookup:
     budget, _backoff = retry_budget(op)
     if op.budget_used >= budget:
-        fail_operation(op, enquiry, actor, "retry_budget_exhausted", why, owner=True)
+        fail_operation(op, enquiry, actor, "retry_budget_exhausted", why)
         return Lookup.FAILED_BUDGET
     op.next_attempt_at = None
     op.retry(

@@ -172,9 +172,9 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
 
 
 def cancel_operation(op_id, *, actor, reason) -> Operation:
-    """Stop an operation for good. The CRM write of an approved enquiry ends the enquiry too
-    (withdrawn: Rejected, not delivered), so that needs a reviewer's permission
-    (ledger.models.cancel_permission), checked under the lock."""
+    """Stop an operation for good. The CRM write of an enquiry waiting on it (approved, or its
+    submission unknown) ends the enquiry too (withdrawn: Rejected, not delivered), so that
+    needs a reviewer's permission (ledger.models.cancel_permission), checked under the lock."""
     with operator_action(op_id, CANCEL, actor=actor, reason=reason) as act:
         enquiry, op = act.enquiry, act.op
         ends = op.ends_enquiry()
@@ -183,10 +183,16 @@ def cancel_operation(op_id, *, actor, reason) -> Operation:
         act.transition(op.cancel, evidence={"ends_enquiry": ends})
         op.save()
         if ends:
-            # The approved revision will not be delivered: nothing reached the CRM.
+            # The approved revision will not be delivered. Whether an earlier request may have
+            # reached the CRM (sent, no answer) is kept with the outcome: cancelling here does
+            # not undo anything there.
             act.transition(
                 enquiry.withdraw,
-                evidence={"operation": str(op.pk), "outcome": "delivery cancelled"},
+                evidence={
+                    "operation": str(op.pk),
+                    "outcome": "delivery cancelled",
+                    "earlier_request_unanswered": op.unanswered_calls() > 0,
+                },
             )
             enquiry.save()
     return op

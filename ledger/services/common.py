@@ -13,13 +13,13 @@ from django.db import transaction
 
 from intake.models import Enquiry
 from intake.visible import has_visible_text
-from intake.workflow import actor_label, system_actor
+from intake.workflow import system_actor
 from ledger import journal
 from ledger import messages as said
 from ledger.execution import lock_operation
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration, Operation
-from ledger.policies import APPROVE, CANCEL, PERMISSIONS, permission_for, state_allows
+from ledger.policies import APPROVE, CANCEL, PERMISSIONS, RETRY, permission_for, state_allows
 
 LEDGER = system_actor("ledger")
 
@@ -32,7 +32,7 @@ def require_permission(actor, permission):
     if isinstance(actor, AbstractBaseUser):
         if not (actor.is_active and actor.has_perm(permission)):
             raise PermissionDenied(
-                said.MAY_NOT % {"actor": actor_label(actor), "permission": permission}
+                said.MAY_NOT % {"actor": actor.get_username(), "who": said.holders(permission)}
             )
     elif not str(actor).startswith("system:"):
         raise PermissionDenied(said.SYSTEM_MAY_NOT % {"actor": actor})
@@ -87,12 +87,13 @@ def operator_action(op_id, action, *, actor, reason) -> Iterator[Acting]:
 
     A fixed permission (ledger.policies.PERMISSIONS) is checked before anything is locked; one
     that depends on the operation (ledger.policies.permission_for: approve, its policy's;
-    cancel, a reviewer's when it ends the enquiry) is checked under the lock, on the row as it
+    cancel, a reviewer's when it ends the enquiry; retry, a coordinator's when the destination
+    never received the write) is checked under the lock, on the row as it
     is now. Refusals: ActionRefused (no reason, no such operation, not offered),
     PermissionDenied (the role says no).
     """
     reason = require_reason(reason)
-    fixed = None if action in (APPROVE, CANCEL) else PERMISSIONS[action]
+    fixed = None if action in (APPROVE, CANCEL, RETRY) else PERMISSIONS[action]
     if fixed:
         require_permission(actor, fixed)
     with transaction.atomic():

@@ -192,11 +192,24 @@ class Player:
             last_error_class=step.error[0],
             last_error_message=step.error[1],
             attempt_count=op.attempts.count(),
+            result=step.result or {},
         )
         op.refresh_from_db()
         self.ops[action] = op
         for call in step.attempts:
             self.call(op, call)
+        found = (step.result or {}).get("duplicates")
+        if found:
+            # As the engine journals a look-up that found more than one (the dashboard counts it).
+            lookup = op.attempts.filter(kind="lookup").order_by("-number").first()
+            with at(lookup.started_at if lookup else self.moment(step.minutes)):
+                journal.record(
+                    op,
+                    "ledger.operation.duplicate_detected",
+                    actor=on.WORKER,
+                    reason=f"{len(found)} records for {self.enquiry.reference}",
+                    evidence={"found": found},
+                )
         return op
 
     def call(self, op, call):
@@ -310,3 +323,9 @@ def seed_work(now=None):
         )
         played.append((story, player.play()))
     finish(played)
+    # What was overdue before the console opens is escalated now, in the journal, as the
+    # schedule would have done by then: the morning starts as the stories say, and the first
+    # run of the schedule after `make run` starts finds nothing to move.
+    from recovery.tasks import escalate_overdue
+
+    escalate_overdue(now)

@@ -104,6 +104,7 @@ class Write:
     error: tuple = ("", "")  # (last_error_class, last_error_message)
     held: bool = False
     compensates: str | None = None
+    result: dict | None = None  # what the engine kept (a look-up's duplicates)
 
 
 @dataclass(frozen=True)

@@ -226,7 +226,7 @@ DELIVERY = (
         "F. Khan",
         "f.khan@example.org",
         "Photos attached of the ceiling damage after the leak upstairs.",
-        hours_ago=1.5,
+        hours_ago=0.5,
         category="repairs",
         steps=(
             Intake(explanation="Mentions a leak: housing repairs."),

@@ -58,6 +58,13 @@ class GroupKey:
         return GROUP_SEP.join([*parts, "" if self.status is None else str(self.status)])
 
 
+def is_admin(user) -> bool:
+    """Whether unowned items fall to this person (recovery.ownership.admins)."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return user.is_superuser or user.groups.filter(name="admin").exists()
+
+
 @dataclass
 class Filters:
     owner: str = ""  # a user id, "none" for unowned
@@ -66,6 +73,8 @@ class Filters:
     overdue: bool = False
     mine: bool = False
     user_id: int | None = None
+    # An unowned item falls to the admins (recovery.ownership): an admin's Mine includes it.
+    user_is_admin: bool = False
     sort: str = ""  # a key of SORTS
     group: GroupKey | None = None  # one group of operations that failed the same way
     # A value in the address that names nothing: said on the page, never silently "all".
@@ -100,6 +109,7 @@ class Filters:
             overdue=understood["overdue"][0],
             mine=understood["mine"][0],
             user_id=request.user.pk,
+            user_is_admin=is_admin(request.user),
             sort=get.get("sort", "") if understood["sort"][0] else "",
             group=GroupKey.parse(get.get("group", "")),
             not_understood=not_understood,

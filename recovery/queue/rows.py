@@ -14,6 +14,7 @@ from django.utils.functional import cached_property
 
 from intake.models import Enquiry
 from ledger.models import Attempt, Integration, Operation
+from recovery import messages as said
 from recovery import ownership
 from recovery.queue.sources import KIND_ENQUIRY, KIND_INTEGRATION, KIND_OPERATION
 
@@ -39,6 +40,7 @@ class Row:
     obj: object = None
     owner: object = None
     owner_why: str = ""
+    owner_label: str = ""  # the owner's name, or "admins" where no owner is set
     actions: list = field(default_factory=list)
     can_take: bool = False  # "Assign to me": this person may reassign it and is not its owner
 
@@ -125,8 +127,13 @@ def attach(rows: list[Row], *, user=None):
             row.owner_why = (
                 "owns this integration"
                 if row.kind == KIND_INTEGRATION and direct and handover is None
-                else ownership.owner_why(direct, [handover] if handover else [])
+                else ownership.owner_why(direct, [handover] if handover else [], queue=row.queue)
             )
+        elif row.obj is not None:
+            # No owner given and none set for its queue: the admins (never "nobody").
+            fallen = ownership.effective_owner(None, None, queue=row.queue)
+            row.owner_why = fallen.why
+        row.owner_label = row.owner.get_username() if row.owner else str(said.OWNER_ADMINS)
         if user is not None and row.obj is not None:
             row.actions = row_actions(row, user)
             reassign = "reassign" if row.kind == KIND_OPERATION else "assign"

@@ -174,7 +174,9 @@ def _branch(
     if filters.mine and policy_owner != filters.user_id:
         # Mine: what I own directly, and what is in a queue I own (an item escalated away from
         # me to the backup owner is still in my queue): then the whole branch.
-        where.append(f"{owner} = {_int(filters.user_id)}")
+        mine = f"{owner} = {_int(filters.user_id)}"
+        # Nobody's item is the admins' (recovery.ownership): in every admin's Mine.
+        where.append(f"({mine} OR {owner} IS NULL)" if filters.user_is_admin else mine)
     if filters.owner == "none":
         where.append(f"{owner} IS NULL")
     elif filters.owner:

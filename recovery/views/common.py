@@ -13,6 +13,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from intake.models import Enquiry
 from intake.services import ActionRefused as IntakeRefused
+from ledger import messages as ledger_said
 from ledger.models import Operation
 from ledger.services import ActionRefused as LedgerRefused
 from recovery import messages as said
@@ -59,7 +60,9 @@ def console_view(view):
 
 def require(user, permission: str, what: str):
     if not user.has_perm(permission):
-        raise PermissionDenied(said.NEEDS_PERMISSION % {"what": what, "permission": permission})
+        raise PermissionDenied(
+            said.NEEDS_PERMISSION % {"what": what, "who": ledger_said.holders(permission)}
+        )
 
 
 def get_operation_for_user(user, op_id) -> Operation:

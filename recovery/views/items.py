@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 
 from intake.models import IntakeEvent
 from intake.services import customer_matches
+from ledger import messages as ledger_said
 from ledger import policies
 from ledger import services as ledger_services
 from ledger.models import Attempt, JournalEntry, Op, Operation
@@ -21,7 +22,7 @@ from recovery.views.common import (
     require,
 )
 from recovery.views.documents import documents_context
-from recovery.words import OPERATOR_ACTIONS
+from recovery.words import OPERATOR_ACTIONS, action_label
 
 # Console action -> its URL segment (recovery/urls.py names them op-<segment>, enquiry-<segment>).
 OP_SEGMENTS = {
@@ -58,7 +59,7 @@ ENQUIRY_TARGET = "enquiry"
 
 
 def _locked_actions(op, allowed):
-    """Actions the state allows that this person may not take, with the reason why.
+    """Actions the state allows that this person may not take, with who may, in words.
 
     Retry is not offered at all (locked or not) where the page says not to retry: a refusal as
     invalid, refused credentials, duplicates (explain.retry_advised).
@@ -73,14 +74,54 @@ def _locked_actions(op, allowed):
             continue
         if action == "retry" and not explain.retry_advised(op):
             continue
+        who = ledger_said.holders(policies.permission_for(op, action))
         if action == "cancel" and op.ends_enquiry():
-            why = "it ends the enquiry: a reviewer's decision"
-        elif OPERATOR_ACTIONS.get(action, ("", False))[1]:
-            why = "needs the recovery permission, which an admin can grant"
+            why = f"it ends the enquiry: only {who} may"
         else:
-            why = "needs a coordinator"
+            why = f"only {who} may"
         locked.append((action, why))
     return locked
+
+
+# The locked action that is the safe next step, by the situation (explain.safe_now): when the
+# person cannot take it, handing the item to someone who can is their main action.
+SAFE_ACTIONS = ("retry", "complete_by_hand", "reconcile", "cancel")
+
+
+def handoff(op, user):
+    """When this person owns the work but cannot take its safe next step: that step, and the
+    person to hand it to (the queue's backup owner, the integration's owner, else the first
+    admin who may), for a reassign form shown open and pre-filled. None otherwise."""
+    if "reassign" not in op.allowed:
+        return None
+    locked = [a for a, _why in op.locked if a in SAFE_ACTIONS and a != "cancel"]
+    if not locked:
+        return None
+    action = locked[0]
+    permission = policies.permission_for(op, action)
+    candidates = [
+        op.policy.backup_owner if op.policy else None,
+        op.integration.owner if op.integration else None,
+        *ownership.admins(),
+    ]
+    to = next(
+        (
+            u
+            for u in candidates
+            if u is not None and u.is_active and u.pk != user.pk and u.has_perm(permission)
+        ),
+        None,
+    )
+    if to is None:
+        return None
+    label = OPERATOR_ACTIONS[action][0].lower()
+    return {
+        "action": action,
+        "label": label,
+        "to": to,
+        "reason": f"needs {to.get_username()} to {label}: I may not",
+        "url": reverse(f"recovery:op-{OP_SEGMENTS['reassign']}", args=[op.pk]),
+    }
 
 
 def _placed_messages(request):
@@ -102,6 +143,9 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     op.visited = _visited(journal, "ledger.operation", str(op.pk))
     op.system = explain.system_name(op)
     op.explain_changed = explain.external_change(op)
+    # When the evidence behind "why a person is needed" was observed (a 501 an hour old reads
+    # differently from one a second old).
+    op.attention_seen = explain.seen_at(explain.last_lookup(op) or explain.last_attempt(op))
     op.explain_safe = explain.safe_now(op)
     op.journal = [row for row in journal if row.subject_id == str(op.pk)]
     op.reconcile_status = explain.reconcile_status(op, op.journal)
@@ -111,11 +155,16 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     queue = ownership.operation_queue(op)
     op.policy = ownership.policy_for(queue, op.integration_id) if queue else None
     op.due = ownership.due(op.state_changed_at, op.policy)
-    op.effective_owner = ownership.effective_owner(op.owner, op.policy, op.journal)
+    op.effective_owner = (
+        ownership.effective_owner(op.owner, op.policy, op.journal, queue=queue)
+        if queue
+        else ownership.Owner(None, "", queued=False)
+    )
     op.help = {
         "reconcile": explain.reconcile_help(op),
         "cancel": explain.cancel_help(op),
     }
+    op.cancel_label = explain.cancel_label(op)
     op.forms = [
         {
             "action": a,
@@ -124,6 +173,7 @@ def decorate(op, user, journal, *, bound=None, placed=None):
         }
         for a in op.allowed
     ]
+    op.handoff = handoff(op, user)
     target = f"op-{op.pk}"
     op.target = target
     op.bound = bound if bound and bound["target"] == target else None
@@ -156,24 +206,28 @@ def item_context(request, enquiry, *, bound=None):
     queue = ownership.enquiry_queue(enquiry)
     policy = ownership.policy_for(queue) if queue else None
     enquiry_owner = ownership.effective_owner(
-        enquiry.owner, policy, [r for r in journal if r.subject_type == "intake.enquiry"]
+        enquiry.owner,
+        policy,
+        [r for r in journal if r.subject_type == "intake.enquiry"],
+        queue=queue,
     )
     # Waiting on its CRM write, the enquiry is that write's row in the queue: one item, one
-    # owner (the write's), and it is reassigned there.
+    # owner (the write's), and it is reassigned there. Out of every queue itself, an enquiry
+    # whose other work is in one (a failed acknowledgement) shows that work's owner: the page
+    # names the one owner the queue row names.
+    queued = [op for op in operations if op.state in (Op.UNKNOWN, Op.FAILED)]
     delivering = next(
-        (
-            op
-            for op in reversed(operations)
-            if op.action == "crm.create_enquiry" and op.state in (Op.UNKNOWN, Op.FAILED)
-        ),
+        (op for op in reversed(queued) if op.action == "crm.create_enquiry"),
         None,
     )
+    if delivering is None and not enquiry_owner.queued and queued:
+        delivering = queued[0]
     if delivering is not None:
+        of = action_label(delivering.action)
         enquiry_owner = ownership.Owner(
             delivering.effective_owner.user,
-            f"{delivering.effective_owner.why}; owner of its CRM write"
-            if delivering.effective_owner.user
-            else "",
+            f"{delivering.effective_owner.why}; owner of its step “{of}”",
+            to_admins=delivering.effective_owner.to_admins,
         )
         enquiry_actions = [a for a in enquiry_actions if a != "assign"]
     return {

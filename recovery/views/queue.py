@@ -8,6 +8,7 @@ from django.db.models import (
     DateTimeField,
     ExpressionWrapper,
     F,
+    Max,
     OuterRef,
     Q,
     Subquery,
@@ -21,8 +22,9 @@ from django.views.decorators.http import require_GET
 
 from intake.models import Enquiry, EnquiryState, Suggestion, search_query
 from ledger import limits
-from ledger.models import Integration
+from ledger.models import Integration, JournalEntry
 from recovery import messages as said
+from recovery import ownership
 from recovery import queue as work
 from recovery.forms import BulkForm, people
 from recovery.models import Queue, QueueVisit
@@ -35,7 +37,7 @@ QUICK_VIEWS = [
     ("Mine", "mine=1"),
     ("CRM unknown", "state=unknown&integration=crm"),
     ("CRM failed", "state=failed&integration=crm"),
-    ("Nobody owns", "owner=none"),
+    ("Fallen to admins", "owner=none"),
     ("Last attempted", "sort=attempt"),
     ("Due soonest", "sort=due"),
 ]
@@ -53,6 +55,38 @@ def record_visit(user, queues):
         unique_fields=["user", "queue"],
         update_fields=["opened_at"],
     )
+
+
+def moved_away(user) -> dict | None:
+    """Items that changed owner away from this person since they last opened the queue (an
+    escalation, or someone's reassignment): said at the top of the queue, so a list read
+    earlier is not taken to be the same list now. None when nothing moved."""
+    # One query whatever happened (the queue page counts its queries): the last visit is a
+    # subquery, and it is read back with the rows.
+    last = Subquery(
+        QueueVisit.objects.filter(user=user)
+        .order_by()
+        .values("user")
+        .annotate(at=Max("opened_at"))
+        .values("at")[:1]
+    )
+    name = user.get_username()
+    rows = list(
+        JournalEntry.objects.filter(
+            at__gt=last,
+            action__in=ownership.HANDOVER_ACTIONS,
+            evidence__from=name,
+        )
+        .exclude(evidence__to=name)
+        .annotate(since=last)
+        .values_list("subject_id", "evidence__to", "action", "since")
+    )
+    if not rows:
+        return None
+    items = {subject for subject, _to, _action, _since in rows}
+    to = sorted({str(t) for _s, t, _a, _since in rows if t})
+    escalated = any(action == "recovery.escalated" for _s, _t, action, _since in rows)
+    return {"since": rows[0][3], "count": len(items), "to": to, "escalated": escalated}
 
 
 def inspected_queues(page, filters) -> list[str]:
@@ -81,6 +115,7 @@ def queue(request):
     page = work.page(filters, number or 1, user=request.user)
     if number and number > page.number:
         notes.append(said.NO_SUCH_PAGE % {"number": number, "last": page.number})
+    moved = moved_away(request.user)
     record_visit(request.user, inspected_queues(page, filters))
     current = request.GET.copy()
     current.pop("page", None)
@@ -91,13 +126,14 @@ def queue(request):
             "page": page,
             "filters": filters,
             "notes": notes,
+            "moved": moved,
             "failure_groups": work.failure_groups(filters),
             "group_label": group_label(filters.group) if filters.group else "",
             "sorts": [(value, label) for value, (label, _sql) in work.SORTS.items()],
             "sort_label": work.SORTS[filters.sort][0],
             "quick_views": QUICK_VIEWS,
             "current_query": current.urlencode(),
-            "bulk_actions": BulkForm.ACTIONS,
+            **bulk_menu(page.rows, request.user),
             "queues": [(q.value, q.label) for q in Queue if q != Queue.REVIEW],
             "integrations": Integration.NAMES,
             "owners": people(),
@@ -106,6 +142,37 @@ def queue(request):
             "waiting": limits.waiting(),
         },
     )
+
+
+def bulk_menu(rows, user) -> dict:
+    """The bulk menu offers what this person may do to at least one row shown, and says who
+    may do the rest (never an action that would come back "0 done, N refused")."""
+    from ledger import messages as ledger_said
+    from ledger.policies import permission_for
+
+    offered = {a for row in rows for a in getattr(row, "actions", ())}
+    if "assign" in offered:
+        offered.add("reassign")
+    actions = [(value, label) for value, label in BulkForm.ACTIONS if value in offered]
+    others = []
+    for value, label in BulkForm.ACTIONS:
+        if value in offered:
+            continue
+        ops = [r.obj for r in rows if r.kind == work.KIND_OPERATION and r.obj is not None]
+        needed = {permission_for(op, value) for op in ops if value in _state_allows(op)}
+        if needed:
+            who = " or ".join(sorted({ledger_said.holders(p) for p in needed}))
+            others.append(f"{label}: only {who} may")
+    return {"bulk_actions": actions, "bulk_others": others}
+
+
+def _state_allows(op) -> list[str]:
+    from ledger.policies import state_allows
+
+    try:
+        return state_allows(op)
+    except KeyError:
+        return []
 
 
 def latest_suggestion(column):
@@ -232,13 +299,15 @@ def enquiry_list(request):
     page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
     if q and page.paginator.count <= FEW_MATCHES:
         page.object_list = sorted_matches(qs, page)
+    # The reference matches head the first page; the word matches are paged.
+    enquiries = (references if page.number == 1 else []) + list(page)
+    ownership.attach_owners(enquiries)  # the owner each one's queue row names
     return render(
         request,
         "recovery/enquiry_list.html",
         {
             "page": page,
-            # The reference matches head the first page; the word matches are paged.
-            "enquiries": (references if page.number == 1 else []) + list(page),
+            "enquiries": enquiries,
             "references": len(references),
             "count": page.paginator.count + len(references),
             "notes": notes + page_notes,

@@ -44,6 +44,8 @@ DESIGN_EDGES = {
     ("submitted", "approved"),  # known not written: waits again
     ("submission_unknown", "confirmed"),
     ("submission_unknown", "approved"),
+    # Its waiting CRM write cancelled (a reviewer's decision): closed, never a dead end.
+    ("submission_unknown", "rejected"),
 }
 TRANSITIONS = sorted(
     {t.name for t in Enquiry._meta.get_field("state").get_all_transitions(Enquiry)}

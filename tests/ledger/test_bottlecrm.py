@@ -128,7 +128,8 @@ def test_a_bad_token_fails_as_auth_the_owner_is_told_and_nothing_is_retried(
     assert execution.execute(op.pk) == "failed (auth)"
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", crm_owner)
+    # The queue's owner by the response policy owns it; the integration's owner is told.
+    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", None)
     assert op.last_error_message.startswith("403: ")
     assert "True" not in op.last_error_message
     assert op.next_attempt_at is None and op.attempts.count() == 1

@@ -135,7 +135,7 @@ def test_a_200_that_does_not_echo_the_reference_waits_for_a_person_with_the_case
     assert enquiry.state == EnquiryState.SUBMISSION_UNKNOWN
     assert op.next_attempt_at is None  # no look-up scheduled: it could never find the case
     assert "retry" not in allowed_actions(op, op.integration.owner)  # a retry makes a second
-    assert op.owner == op.integration.owner
+    assert op.owner is None  # the response policy of its queue decides (recovery.ownership)
     assert len(destination.posts()) == 1
     from recovery.explain import external_change, safe_now
 
@@ -201,7 +201,8 @@ def test_403_is_a_credentials_failure_the_owner_is_told_and_nothing_is_retried(
     assert execution.execute(op.pk) == "failed (auth)"
 
     _enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", crm_owner)
+    # The queue's owner by the response policy owns it; the integration's owner is told.
+    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", None)
     assert "Organization context is required" in op.last_error_message
     told = JournalEntry.objects.get(action="ledger.integration.credentials_refused")
     assert told.evidence["owner"] == "crm-owner"

@@ -48,7 +48,7 @@ def test_demo_journal_is_stamped_at_each_steps_minute(demo):
 
     test_001 = Enquiry.objects.get(reference="TEST-001")
     arrived = test_001.created_at
-    assert abs(timezone.now() - timedelta(hours=3.2) - arrived) < timedelta(minutes=1)
+    assert abs(timezone.now() - timedelta(hours=1.5) - arrived) < timedelta(minutes=1)
     rows = JournalEntry.objects.filter(enquiry=test_001).order_by("at", "id")
     assert [(row.action, round((row.at - arrived).total_seconds(), 3)) for row in rows] == [
         ("intake.enquiry.validate", 6),

@@ -57,7 +57,9 @@ MATRIX = {
     "op-reconcile": {"GET": POST_ONLY, "POST": TRIAGE},
     "op-retry": {"GET": POST_ONLY, "POST": RECOVER},
     "op-complete": {"GET": POST_ONLY, "POST": TRIAGE},
-    "op-cancel": {"GET": POST_ONLY, "POST": TRIAGE},
+    # Its enquiry waits on this write (submission unknown): cancelling it would end the
+    # enquiry, a reviewer's decision (ledger.models.cancel_permission).
+    "op-cancel": {"GET": POST_ONLY, "POST": REVIEW},
     "op-compensate": {"GET": POST_ONLY, "POST": RECOVER},
     # The permission of the policy's approve (intake.approve_revision for a CRM write, which is
     # then refused as a state: a revision's write is approved only with the revision).

@@ -127,8 +127,9 @@ def test_3_cancel_that_ends_the_enquiry_is_a_reviewers_decision_and_its_outcome(
     url = reverse("recovery:op-cancel", args=[op.pk])
 
     coordinator_page = text(client_for("coordinator").get(item_url(op)))
-    assert "Cancel and close the enquiry (it ends the enquiry: a reviewer's decision)" in (
-        coordinator_page
+    assert (
+        "Cancel and close the enquiry (it ends the enquiry: only a reviewer or an admin may)"
+        in (coordinator_page)
     )
     assert client_for("coordinator").post(url, {"reason": "give up"}).status_code == 403
     op.refresh_from_db()
@@ -334,7 +335,7 @@ def test_14_copy_names_the_integration_and_has_no_nested_brackets(story, client_
     assert "The crm" not in words
     unavailable = story.operation("failed", attention="retry_budget_exhausted")
     words = text(client_for("coordinator").get(item_url(unavailable)))
-    assert "Retry (needs the recovery permission, which an admin can grant)" in words
+    assert "Retry (only an admin or a holder of the recovery permission may)" in words
     assert not re.search(r"\([^()]*\(", words), "nested brackets"
 
 
