@@ -34,6 +34,7 @@ SECTIONS = (
     "drain",
     "latency",
     "digest",
+    "acknowledgement",
 )
 
 
@@ -82,6 +83,12 @@ def parse_args(argv=None):
         default=4,
         help="threads approving on schedule in the latency section (the offered rate is met)",
     )
+    p.add_argument(
+        "--acknowledgements",
+        type=int,
+        default=300,
+        help="events in the burst that measures the e-mail acknowledgement's capacity",
+    )
     p.add_argument("--digest-items", type=int, default=10_000, help="notices in one digest")
     p.add_argument("--queue-operations", type=int, default=1_000_000)
     p.add_argument("--queue-unresolved", type=int, default=100_000)
@@ -107,6 +114,7 @@ def parse_args(argv=None):
             "drains": 200,
             "latency_seconds": 5.0,
             "digest_items": 200,
+            "acknowledgements": 30,
         }
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
@@ -235,6 +243,23 @@ def table(results: dict) -> str:
                 f"{la['late_after_ms']:.0f} ms behind schedule (p99 lag {la['lag_p99_ms']:.0f} ms)",
             )
         )
+    ack = results.get("acknowledgement")
+    if ack:
+        rows.append(
+            (
+                "intake to SMTP 250 p99",
+                f"{ack['p99_ms']:.0f} ms",
+                f"{ack['capacity_per_s']:.1f}/s (capacity)",
+                f"{ack['achieved_per_s'] / ack['capacity_per_s']:.2f}"
+                if ack["capacity_per_s"]
+                else "",
+                f"p50 {ack['p50_ms']:.0f} ms; {ack['offered_per_s']:.1f}/s offered, "
+                f"{ack['achieved_per_s']:.1f}/s achieved, {ack['posts_behind_schedule']} of "
+                f"{ack['count']} posts behind schedule; "
+                f"target p99 < {ack['target_p99_ms']:.0f} ms; "
+                f"duplicates {ack['duplicates']}, not 202 {ack['not_202']}",
+            )
+        )
     dg = results.get("digest")
     if dg:
         rows.append(
@@ -316,6 +341,11 @@ def main(argv=None) -> int:
             results["latency"] = drain.measure_latency(
                 fresh(), args, log_dir, capacity_per_s=capacity
             )
+        if "acknowledgement" in sections:
+            print("bench: the acknowledgement by e-mail", flush=True)
+            from bench import acknowledgement
+
+            results["acknowledgement"] = acknowledgement.measure(fresh(), args, log_dir)
         if "digest" in sections:
             print("bench: operators' digest", flush=True)
             from bench import digest
