@@ -236,7 +236,7 @@ def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None 
         if not capacity_per_s:
             capacity_per_s = _deliver(args.deliveries, "LC", reviewer, timeout)["confirmed_per_s"]
             source = f"a burst of {args.deliveries} measured in this section"
-        offered = capacity_per_s / 2
+        offered = getattr(args, "latency_rate", None) or capacity_per_s / 2
         count = max(20, round(offered * args.latency_seconds))
         rows = data.enquiries(count, prefix="L", state="ready_for_review")
         approved_at, lags = _approve_on_schedule(rows, offered, reviewer, args.latency_approvers)
@@ -258,6 +258,9 @@ def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None 
         "capacity_per_s": round(capacity_per_s, 1),
         "capacity_from": source,
         "offered_per_s": round(offered, 1),
+        "offered_from": "--latency-rate"
+        if getattr(args, "latency_rate", None)
+        else f"half of {capacity_per_s:.0f}/s",
         # What the approvers achieved: the approvals over the time from the first to the last
         # (count - 1 intervals), beside the rate offered; and how far behind schedule they ran.
         "achieved_offered_per_s": round((count - 1) / offered_seconds, 1)

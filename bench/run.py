@@ -89,6 +89,12 @@ def parse_args(argv=None):
         default=300,
         help="events in the burst that measures the e-mail acknowledgement's capacity",
     )
+    p.add_argument(
+        "--latency-rate",
+        type=float,
+        default=None,
+        help="approvals/s offered in the latency section (default: half the delivery capacity)",
+    )
     p.add_argument("--digest-items", type=int, default=10_000, help="notices in one digest")
     p.add_argument("--queue-operations", type=int, default=1_000_000)
     p.add_argument("--queue-unresolved", type=int, default=100_000)
@@ -237,7 +243,8 @@ def table(results: dict) -> str:
                 "",
                 "",
                 f"p50 {la['p50_ms']:.0f} ms at {la['offered_per_s']:.1f}/s offered "
-                f"(half of {la['capacity_per_s']:.0f}/s, {la['capacity_from']}), "
+                f"({la['offered_from']}; capacity {la['capacity_per_s']:.0f}/s, "
+                f"{la['capacity_from']}), "
                 f"{la['achieved_offered_per_s']:.1f}/s achieved; "
                 f"{la['approvals_behind_schedule']} of {la['count']} approvals started more than "
                 f"{la['late_after_ms']:.0f} ms behind schedule (p99 lag {la['lag_p99_ms']:.0f} ms)",
