@@ -165,12 +165,62 @@ def measure_drain(db_url: str, args, log_dir, *, capacity_per_s: float | None = 
     }
 
 
-def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None = None) -> dict:
-    from django.db import transaction
+LATE_AFTER_SECONDS = 0.05  # an approval that starts later than this after its slot is late
+
+
+def _approve_on_schedule(rows, offered: float, reviewer, approvers: int):
+    """Approve ``rows`` at ``offered`` per second, open loop: approval n is due at n / offered
+    after the start, whichever of ``approvers`` threads is free takes it, so one slow approval
+    never pushes the rest of the schedule back. Returns ({operation pk: (monotonic time the
+    approval committed, wall-clock time it committed)}, [seconds each started after its slot])."""
+    import threading
+
+    from django.db import connection, transaction
     from django.utils import timezone
 
-    from ledger.models import Op, Operation
     from ledger.services import approve_revision
+
+    lock = threading.Lock()
+    slots = iter(range(len(rows)))
+    approved_at, lags, errors = {}, [], []
+    started = time.perf_counter() + 0.1
+
+    def approver():
+        try:
+            while True:
+                with lock:
+                    n = next(slots, None)
+                if n is None:
+                    return
+                due = started + n / offered
+                pause = due - time.perf_counter()
+                if pause > 0:
+                    time.sleep(pause)
+                lag = time.perf_counter() - due
+                with transaction.atomic():
+                    op = approve_revision(rows[n].pk, actor=reviewer, reason="benchmark")
+                done = (time.perf_counter(), timezone.now())  # the approval has committed
+                with lock:
+                    approved_at[op.pk] = done
+                    lags.append(lag)
+        except Exception as exc:  # reported below, in the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=approver) for _ in range(max(1, approvers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return approved_at, lags
+
+
+def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None = None) -> dict:
+
+    from ledger.models import Op, Operation
 
     sandbox_port, sandbox_url, sandbox_file, reviewer, env = _setup(
         db_url, args, log_dir, "latency"
@@ -186,23 +236,13 @@ def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None 
         if not capacity_per_s:
             capacity_per_s = _deliver(args.deliveries, "LC", reviewer, timeout)["confirmed_per_s"]
             source = f"a burst of {args.deliveries} measured in this section"
-        offered = capacity_per_s / 2
+        offered = getattr(args, "latency_rate", None) or capacity_per_s / 2
         count = max(20, round(offered * args.latency_seconds))
         rows = data.enquiries(count, prefix="L", state="ready_for_review")
-        approved_at = {}
-        late = 0
-        started = time.perf_counter()
-        for n, enquiry in enumerate(rows):
-            due = started + n / offered
-            pause = due - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-            else:
-                late += 1
-            with transaction.atomic():
-                op = approve_revision(enquiry.pk, actor=reviewer, reason="benchmark")
-            approved_at[op.pk] = timezone.now()  # the approval has committed
-        offered_seconds = time.perf_counter() - started
+        approved_at, lags = _approve_on_schedule(rows, offered, reviewer, args.latency_approvers)
+        late = sum(1 for lag in lags if lag > LATE_AFTER_SECONDS)
+        started = min(at for at, _ in approved_at.values())
+        offered_seconds = max(at for at, _ in approved_at.values()) - started
         wait_until(
             lambda: _confirmed("L") >= count, timeout=timeout, interval=0.2, what="latency run"
         )
@@ -211,13 +251,25 @@ def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None 
             "pk", "state_changed_at"
         )
     )
-    latencies = [(confirmed_at[pk] - at).total_seconds() * 1000 for pk, at in approved_at.items()]
+    latencies = [
+        (confirmed_at[pk] - at).total_seconds() * 1000 for pk, (_, at) in approved_at.items()
+    ]
     return {
         "capacity_per_s": round(capacity_per_s, 1),
         "capacity_from": source,
         "offered_per_s": round(offered, 1),
-        "achieved_offered_per_s": round(count / offered_seconds, 1),
+        "offered_from": "--latency-rate"
+        if getattr(args, "latency_rate", None)
+        else f"half of {capacity_per_s:.0f}/s",
+        # What the approvers achieved: the approvals over the time from the first to the last
+        # (count - 1 intervals), beside the rate offered; and how far behind schedule they ran.
+        "achieved_offered_per_s": round((count - 1) / offered_seconds, 1)
+        if offered_seconds
+        else 0.0,
+        "approvers": args.latency_approvers,
         "approvals_behind_schedule": late,
+        "late_after_ms": LATE_AFTER_SECONDS * 1000,
+        "lag_p99_ms": round(percentile(lags, 99) * 1000, 1),
         "count": count,
         "p50_ms": round(percentile(latencies, 50), 1),
         "p90_ms": round(percentile(latencies, 90), 1),

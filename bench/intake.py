@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import random
 import threading
 import time
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 from bench import baselines
 from bench.common import (
@@ -234,6 +236,14 @@ def measure(db_url: str, args, log_dir) -> dict:
     runs = []
     web_command = WEB_SERVERS[getattr(args, "web_server", "serve")]
     cmd = web_command(port, args.web_workers, args.web_threads)
+    # bench/profile.py asks for the ceiling to connect as another role, so that PostgreSQL's
+    # statement statistics (kept per role) tell its statements from intake's.
+    ceiling_role = os.environ.get("BENCH_CEILING_ROLE")
+    ceiling_env = env
+    if ceiling_role:
+        parts = urlsplit(db_url)
+        netloc = f"{ceiling_role}@{parts.hostname}:{parts.port}"
+        ceiling_env = child_env(urlunsplit(parts._replace(netloc=netloc)))
     ceiling_cmd = web_command(
         ceiling_port, args.web_workers, args.web_threads, app="bench.ceiling.wsgi:application"
     )
@@ -241,7 +251,7 @@ def measure(db_url: str, args, log_dir) -> dict:
     server = postmaster_pid(db_url)
     with (
         child("web", cmd, env, log_dir / "gunicorn.log") as web,
-        child("ceiling", ceiling_cmd, env, log_dir / "gunicorn-ceiling.log") as ceiling_web,
+        child("ceiling", ceiling_cmd, ceiling_env, log_dir / "gunicorn-ceiling.log") as ceiling_web,
     ):
         # CPU by process during each measured run (bench.common.CpuMeter): the web server,
         # PostgreSQL (when it runs here) and this process (the senders).

@@ -39,7 +39,25 @@ KEYS = {
         "duplicates",
         "missing",
     },
-    "latency": {"p50_ms", "p99_ms", "capacity_per_s", "offered_per_s"},
+    "latency": {
+        "p50_ms",
+        "p99_ms",
+        "capacity_per_s",
+        "offered_per_s",
+        "achieved_offered_per_s",
+        "approvals_behind_schedule",
+        "lag_p99_ms",
+    },
+    "acknowledgement": {
+        "capacity_per_s",
+        "offered_per_s",
+        "achieved_per_s",
+        "p50_ms",
+        "p99_ms",
+        "duplicates",
+        "not_202",
+    },
+    "digest": {"items", "build_ms", "select_ms", "times_select", "cpu_ms"},
 }
 
 
@@ -68,6 +86,10 @@ def test_quick_bench_writes_every_figure(tmp_path):
             "40",
             "--latency-seconds",
             "2",
+            "--acknowledgements",
+            "10",
+            "--digest-items",
+            "50",
             "--bench-database",
             f"handover_bench_smoke_{os.getpid()}",
             "--json",
@@ -104,3 +126,66 @@ def test_quick_bench_writes_every_figure(tmp_path):
     assert ceiling["errors"] == 0 and ceiling["per_s"] > 0
     assert results["queue_page"]["operations"] == 500
     assert "figure" in run.stdout  # the table was printed
+
+
+def _quick(tmp_path, *args) -> tuple[dict, str]:
+    out = tmp_path / "latest.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench/run.py",
+            "--quick",
+            "--runs",
+            "1",
+            *args,
+            "--bench-database",
+            f"handover_bench_smoke_{os.getpid()}",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+    assert run.returncode == 0, f"bench failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return json.loads(out.read_text()), run.stdout
+
+
+def test_quick_digest_builds_one_message_for_every_notice(tmp_path):
+    results, stdout = _quick(tmp_path, "--only", "digest", "--digest-items", "30")
+    digest = results["digest"]
+    assert KEYS["digest"] <= set(digest), sorted(digest)
+    assert digest["items"] == 30
+    assert len(digest["build_ms_by_run"]) == 1
+    assert "operators' digest build" in stdout
+
+
+def test_quick_acknowledgement_matches_every_event_to_one_message(tmp_path):
+    results, stdout = _quick(
+        tmp_path,
+        "--only",
+        "acknowledgement",
+        "--acknowledgements",
+        "6",
+        "--latency-seconds",
+        "2",
+    )
+    ack = results["acknowledgement"]
+    assert KEYS["acknowledgement"] <= set(ack), sorted(ack)
+    # Every event was answered 202 and acknowledged exactly once at the relay.
+    assert ack["not_202"] == 0 and ack["duplicates"] == 0
+    assert ack["count"] >= 20 and ack["capacity_per_s"] > 0
+    assert "intake to SMTP 250" in stdout
+
+
+def test_quick_latency_reports_the_achieved_rate_beside_the_offered(tmp_path):
+    results, stdout = _quick(
+        tmp_path, "--only", "latency", "--deliveries", "10", "--latency-seconds", "2"
+    )
+    latency = results["latency"]
+    assert KEYS["latency"] <= set(latency), sorted(latency)
+    assert latency["approvers"] == 4
+    assert 0 <= latency["approvals_behind_schedule"] <= latency["count"]
+    assert "achieved" in stdout
