@@ -34,6 +34,8 @@ NO_SUCH_PAGE = _("There is no page %(number)s: showing the last page (%(last)s).
 PAGE_TOO_FAR = _("Page %(number)s is too far: showing page %(last)s.")
 # name: the query's parameter ("state", "unresolved"); value: what was asked for.
 FILTER_NOT_UNDERSTOOD = _("%(name)s “%(value)s” not understood; showing all.")
+# limit: how many words a search reads; dropped: the words past it, as typed.
+SEARCH_WORDS_DROPPED = _("A search reads its first %(limit)s words: “%(dropped)s” was left out.")
 
 # --- an action on an item (recovery.views.actions) ----------------------------------------------
 NOT_POSSIBLE_FOR_ITEM = _("That is not possible in the item's current state.")
@@ -69,6 +71,11 @@ ENQUIRY_DONE = {
 # done: one of ENQUIRY_DONE; next: the reference of the next enquiry waiting.
 REVIEWED_NONE_WAITING = _("%(reference)s: %(done)s Nothing else waits for review.")
 REVIEWED_NEXT_WAITING = _("%(reference)s: %(done)s Next waiting: %(next)s.")
+# count: enquiries waiting whose current revision this reviewer edited (another approves them).
+REVIEWED_ONLY_OWN_EDITS = _(
+    "%(reference)s: %(done)s The enquiries still waiting (%(count)s) are revisions you edited: "
+    "another reviewer approves them."
+)
 
 # --- taking items, and one action for many (recovery.views.bulk) --------------------------------
 NOT_TAKEN = _("%(reference)s: not taken. %(why)s")

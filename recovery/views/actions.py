@@ -7,12 +7,13 @@ under its row lock). Success -> a redirect to the card acted on, its message sho
 """
 
 from django.contrib import messages
+from django.db.models import Exists, OuterRef
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from intake import services as intake_services
-from intake.models import Enquiry, EnquiryState
+from intake.models import Enquiry, EnquiryState, Revision
 from ledger import policies
 from ledger import services as ledger_services
 from recovery import messages as said
@@ -207,19 +208,31 @@ REVIEW_DECISIONS = ("approve_revision", "reject", "request_information")
 
 
 def next_for_review(request, decided, done):
-    """The oldest other enquiry waiting for review (the review list's order), or the list."""
-    waiting = (
-        Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW)
-        .exclude(pk=decided.pk)
+    """The oldest other enquiry waiting for review that this person can decide (the review
+    list's order), or the list. An enquiry whose current revision they edited is skipped:
+    they may not approve their own edit, and opening it sent them round in a circle."""
+    own_edit = Revision.objects.filter(
+        enquiry=OuterRef("pk"), number=OuterRef("current_revision"), created_by=request.user
+    )
+    waiting = Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW).exclude(pk=decided.pk)
+    following = (
+        waiting.exclude(Exists(own_edit))
         .order_by("state_changed_at", "pk")
         .values_list("reference", flat=True)
         .first()
     )
-    if waiting is None:
-        messages.success(
-            request, said.REVIEWED_NONE_WAITING % {"reference": decided.reference, "done": done}
-        )
+    if following is None:
+        skipped = waiting.filter(Exists(own_edit)).count()
+        message = said.REVIEWED_NONE_WAITING % {"reference": decided.reference, "done": done}
+        if skipped:
+            message = said.REVIEWED_ONLY_OWN_EDITS % {
+                "reference": decided.reference,
+                "done": done,
+                "count": skipped,
+            }
+        messages.success(request, message)
         return redirect("recovery:review")
+    waiting = following
     messages.success(
         request,
         said.REVIEWED_NEXT_WAITING

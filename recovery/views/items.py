@@ -243,6 +243,7 @@ def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, st
     again, open, with what was typed and its errors (recovery.views.actions.refused)."""
     context = item_context(request, enquiry, bound=bound)
     context["edit_form"] = edit_form or EditForm(revision=context["revision"])
+    context["nav"] = "review" if page == "review" else "enquiries"
     if bound:
         context["preselect"] = bound["action"]
     template = "recovery/item.html"
