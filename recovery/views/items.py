@@ -2,6 +2,7 @@
 
 from django.contrib import messages
 from django.db.models import Prefetch
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -268,10 +269,16 @@ def enquiry_detail(request, reference):
 @console_view
 def operation_card(request, op_id):
     """One operation's card alone: htmx polls it while a reconcile or a call is in flight, and
-    swaps it in place when the outcome is recorded."""
+    swaps it in place when the outcome is recorded. Once the card stops polling its answer is
+    the whole item page: the outcome changes the header, the story, "What happened" and the
+    lifecycle too, and the card's hx-select-oob swaps those from it."""
     op = get_operation_for_user(request.user, op_id)
     context = item_context(request, op.enquiry)
-    card = next(o for o in context["operations"] if o.pk == op.pk)
+    card = next((o for o in context["operations"] if o.pk == op.pk), None)
+    if card is None:  # gone between the two reads
+        raise Http404
+    if not card.polling:
+        return render_item(request, op.enquiry)
     return render(request, "recovery/_op_card.html", {**context, "op": card})
 
 
