@@ -24,7 +24,7 @@ pytestmark = [
 ]
 
 
-def test_a_card_that_turns_final_updates_the_header_and_what_happened(page, story, make_user):
+def test_a_card_that_turns_final_updates_the_header_and_what_happened(page, story, make_user):  # noqa: F811
     # Issue 27, defect 8: the card turned Confirmed, the header badge and "What happened" kept
     # the old state; polling logged CSP violations (the page fixture fails on any).
     coordinator = make_user("coordinator", username="casey")
