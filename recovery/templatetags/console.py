@@ -79,6 +79,11 @@ def action_label(code):
 
 
 @register.filter
+def in_sentence(label):
+    return words.in_sentence(str(label))
+
+
+@register.filter
 def outcome_label(code):
     return words.outcome_label(code)
 

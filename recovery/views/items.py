@@ -12,7 +12,7 @@ from intake.models import IntakeEvent
 from intake.services import customer_matches
 from ledger import policies
 from ledger.models import Attempt, JournalEntry, Op, Operation
-from recovery import explain, ownership, permissions
+from recovery import explain, ownership, permissions, story
 from recovery.forms import EditForm, people
 from recovery.views.common import (
     console_view,
@@ -205,6 +205,14 @@ def item_context(request, enquiry, *, bound=None):
         "enquiry_messages": placed.get(ENQUIRY_TARGET, []),
         "enquiry_owner": enquiry_owner,
         "outcome": explain.outcome(enquiry, journal),
+        "story": story.tell(
+            enquiry,
+            operations,
+            journal,
+            owner=enquiry_owner,
+            due=delivering.due if delivering else ownership.due(enquiry.state_changed_at, policy),
+            now=timezone.now(),
+        ),
         "messages_placed": True,
     }
 

@@ -49,3 +49,72 @@ def test_a_card_that_turns_final_updates_the_header_and_what_happened(page, stor
     assert page.locator("#item-head .badge").inner_text() == "Confirmed"
     assert "Confirmed" in page.locator("#answers").inner_text()
     assert page.locator(f"#op-{op.pk}").get_attribute("hx-trigger") is None
+
+
+def test_a_refused_approve_is_shown_where_the_reviewer_acted(page, story, make_user):  # noqa: F811
+    # Issue 27, defect 5: the refusal sat at y≈1090 of a 900-px window, under "Enquiries".
+    from intake import services as intake_services
+
+    reviewer = make_user("reviewer", username="robin")
+    other = make_user("reviewer", username="riley")
+    enquiry = story.enquiry("ready_for_review", message="Long message. " * 200)
+    login(page, reviewer.username)
+    page.goto(page.base + f"/console/review/{enquiry.reference}/")
+    page.locator("#act-rev-approve_revision summary").click()
+    form = page.locator("#act-rev-approve_revision form")
+    form.locator("textarea[name=reason]").fill("fields checked")
+    intake_services.reject_enquiry(enquiry.pk, actor=other, reason="spam, decided first")
+    form.get_by_role("button", name="Approve revision").click()
+    alert = page.locator("#actions [role=alert]")
+    alert.wait_for()
+    box = alert.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 900, box
+    from playwright.sync_api import expect
+
+    expect(alert).to_be_focused()
+    assert page.locator("nav a[aria-current=page]").inner_text() == "Review"
+    assert "fields checked" in alert.inner_text()  # the typed reason, to copy
+    page.screenshot(path=str(SCREENSHOTS / "review-refused.png"))
+
+
+def test_the_story_at_desktop_and_phone_width(page, story, make_user):  # noqa: F811
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger import services
+    from ledger.models import Attempt
+
+    coordinator = make_user("coordinator", username="casey-" + "x" * 40)
+    op = story.operation("unknown", attention="lookup_failed")
+    now = timezone.now()
+    for number, (kind, outcome, status) in enumerate(
+        [("call", "uncertain", None), ("lookup", "lookup_failed", 503)], start=1
+    ):
+        Attempt.objects.create(
+            operation=op,
+            number=number,
+            kind=kind,
+            worker="w",
+            outcome=outcome,
+            response_status=status,
+            started_at=now + timedelta(milliseconds=number),
+        )
+    services.reassign_operation(
+        op.pk, actor=coordinator, reason=f"{HOSTILE} {LONG_URL}", owner=coordinator
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    login(page, coordinator.username)
+    page.goto(page.base + f"/console/enquiries/{op.enquiry.reference}/")
+    timeline = page.locator("#story")
+    assert "Create the enquiry in the CRM, look-up: lookup failed · HTTP 503" in (
+        timeline.inner_text()
+    )
+    assert page_width(page) <= 1440
+    page.screenshot(path=str(SCREENSHOTS / "item-story.png"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base + f"/console/enquiries/{op.enquiry.reference}/")
+    box = timeline.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    assert timeline.evaluate("e => e.scrollWidth <= e.clientWidth")
+    page.screenshot(path=str(SCREENSHOTS / "item-story-phone.png"))

@@ -37,7 +37,7 @@ def test_a_refused_approve_on_the_review_page_is_answered_at_the_decide_card(sto
     html = refused.content.decode()
     assert _nav_current(html) == ["Review"]
     decide = html[html.index('id="actions"') :]
-    alert = re.search(r'<div class="msg msg-error" role="alert" tabindex="-1" autofocus>', decide)
+    alert = re.search(r'<div class="msg msg-error" role="alert" tabindex="-1" data-focus>', decide)
     assert alert, "the refusal is the Decide card's, focused"
     assert "You cannot approve" in decide
     assert 'Your reason, to copy: <q class="kept">looks right</q>' in decide
