@@ -28,7 +28,7 @@ from recovery.views.common import (
     require,
 )
 from recovery.views.items import ENQUIRY_TARGET, render_item
-from recovery.words import OPERATOR_ACTIONS
+from recovery.words import OPERATOR_ACTIONS, in_sentence
 
 # action -> (form, ledger service name, extra kwargs from the form); its success message is
 # recovery.messages.OPERATION_DONE[action]
@@ -106,7 +106,10 @@ def operation_action(request, op_id, action):
     except KeyError:
         possible = []
     if action not in possible:
-        message = said.CANNOT_FOR_OPERATION % {"action": label, "state": op.get_state_display()}
+        message = said.CANNOT_FOR_OPERATION % {
+            "action": OPERATOR_ACTIONS[action][0],
+            "state": in_sentence(op.get_state_display()),
+        }
         return refused(**context, form=form, status=409, message=message)
     if action == "cancel" and op.ends_enquiry():
         done = said.CANCELLED_ENDS_ENQUIRY % {"reference": op.enquiry.reference}
@@ -156,8 +159,8 @@ def enquiry_action(request, reference, action):
         return refused(**context, form=form, status=422)
     if action not in permissions.enquiry_actions(enquiry, user):
         message = said.CANNOT_FOR_ENQUIRY % {
-            "action": label,
-            "state": enquiry.get_state_display(),
+            "action": OPERATOR_ACTIONS[action][0],
+            "state": in_sentence(enquiry.get_state_display()),
         }
         return refused(**context, form=form, status=409, message=message)
     reason = form.cleaned_data["reason"]

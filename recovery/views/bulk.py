@@ -34,7 +34,7 @@ from recovery.views.common import (
     require,
 )
 from recovery.views.items import ENQUIRY_TARGET
-from recovery.words import group_label
+from recovery.words import action_label, group_label
 
 # Items one bulk action may touch: a larger group is acted on oldest first, this many at once.
 BULK_LIMIT = 500
@@ -178,7 +178,7 @@ def bulk(request):
         results.append(
             {
                 "reference": op.enquiry.reference,
-                "what": op.action,
+                "what": action_label(op.action),
                 "url": reverse("recovery:operation", args=[op.pk]),
                 "done": done,
                 "outcome": str(said.BULK_DONE[action]) if done else why,
@@ -196,7 +196,7 @@ def bulk(request):
         results.append(
             {
                 "reference": enquiry.reference,
-                "what": "enquiry",
+                "what": said.BULK_WHAT_ENQUIRY % {"state": enquiry.get_state_display()},
                 "url": reverse("recovery:enquiry", args=[enquiry.reference]),
                 "done": done,
                 "outcome": str(said.BULK_DONE[action]) if done else why,

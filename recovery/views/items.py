@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from intake.models import IntakeEvent
+from intake.models import Category, IntakeEvent
 from intake.services import customer_matches
 from ledger import policies
 from ledger.models import Attempt, JournalEntry, Op, Operation
@@ -182,6 +182,7 @@ def item_context(request, enquiry, *, bound=None):
         "operations": operations,
         "journal": journal,
         "suggestions": list(enquiry.suggestions.select_related("category")[:5]),
+        "fields": readable_fields(current),
         "documents": list(enquiry.attached.all()),
         "event": IntakeEvent.objects.filter(enquiry=enquiry).first(),
         "answers": explain.answers(enquiry, operations, journal, revision=current),
@@ -215,6 +216,27 @@ def item_context(request, enquiry, *, bound=None):
         ),
         "messages_placed": True,
     }
+
+
+FIELD_LABELS = {"service_hint": "service asked for"}
+
+
+def readable_fields(revision) -> list[tuple[str, str]]:
+    """A revision's fields (the message aside) as people read them: the web form's service
+    hint is a slug ("bins-waste"); it is shown as the category it names, or in words."""
+    if revision is None:
+        return []
+    rows = []
+    for key, value in revision.fields.items():
+        if key == "message":
+            continue
+        text = "" if value is None else str(value)
+        if key == "service_hint" and text:
+            category = Category.objects.filter(slug=text).first()
+            words = category.name if category else text.replace("-", " ").replace("_", " ")
+            text = f"{words[:1].upper()}{words[1:]} (the form sent “{text}”)"
+        rows.append((FIELD_LABELS.get(key, key.replace("_", " ")), text))
+    return rows
 
 
 def revision_diff(revisions, number):

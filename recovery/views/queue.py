@@ -19,7 +19,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from intake.models import Enquiry, EnquiryState, Suggestion, search_query
+from intake.models import Enquiry, EnquiryState, Revision, Suggestion, search_query
 from ledger import limits
 from ledger.models import Integration
 from recovery import messages as said
@@ -139,6 +139,13 @@ def review_list(request):
             suggestion_confidence=latest_suggestion("confidence"),
             suggestion_revision=latest_suggestion("revision"),
             earlier=Coalesce(matches, Value(0)),
+            # Who made the current revision: a person's edit, or nobody (the suggester's
+            # category, the intake's first): only a person's is "edited".
+            edited_by=Subquery(
+                Revision.objects.filter(
+                    enquiry=OuterRef("pk"), number=OuterRef("current_revision")
+                ).values("created_by__username")[:1]
+            ),
         )
         .order_by("state_changed_at", "pk")  # oldest first
     )
