@@ -118,3 +118,38 @@ def test_the_story_at_desktop_and_phone_width(page, story, make_user):  # noqa: 
     assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
     assert timeline.evaluate("e => e.scrollWidth <= e.clientWidth")
     page.screenshot(path=str(SCREENSHOTS / "item-story-phone.png"))
+
+
+def test_references_do_not_wrap_and_the_settings_form_uses_the_width(
+    page,  # noqa: F811
+    story,
+    make_user,
+    integrations_rows,
+):
+    # Issue 27, defect 10: references broke at their hyphen; the settings form used half the
+    # page.
+    admin = make_user("admin", username="ada")
+    enquiries = [story.enquiry("needs_information") for _ in range(3)]
+    login(page, admin.username)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base + "/console/enquiries/")
+    refs = page.locator("a.ref")
+    assert refs.count() >= len(enquiries)
+    for i in range(refs.count()):
+        assert refs.nth(i).evaluate("e => e.getClientRects().length") == 1
+    page.goto(page.base + f"/console/enquiries/{enquiries[0].reference}/")
+    assert page.locator("h1 .ref").evaluate("e => e.getClientRects().length") == 1
+
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(page.base + "/console/integrations/crm/settings/")
+    form = page.locator("form.settings").bounding_box()
+    fields = page.locator(".settings-grid > .field")
+    assert fields.count() > 4
+    lefts = {round(fields.nth(i).bounding_box()["x"]) for i in range(fields.count())}
+    assert len(lefts) == 2, lefts  # two columns at 1440 px
+    right = max(
+        fields.nth(i).bounding_box()["x"] + fields.nth(i).bounding_box()["width"]
+        for i in range(fields.count())
+    )
+    assert right > form["x"] + form["width"] * 0.9
+    assert page_width(page) <= 1440
