@@ -38,7 +38,7 @@ soak: $(VENV)/.installed
 
 screenshots: $(VENV)/.installed
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser.py -k screenshots
-	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_config.py
+	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_config.py tests/recovery/test_browser_round_three.py
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput
