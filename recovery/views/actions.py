@@ -234,11 +234,13 @@ def next_for_review(request, decided, done):
                 "count": skipped,
             }
         messages.success(request, message)
-        return redirect("recovery:review")
+        # A fragment of its own: the form's (#actions) would otherwise carry over the redirect.
+        return redirect(reverse("recovery:review") + "#content")
     waiting = following
     messages.success(
         request,
         said.REVIEWED_NEXT_WAITING
         % {"reference": decided.reference, "done": done, "next": waiting},
     )
-    return redirect("recovery:review-item", reference=waiting)
+    # The next enquiry opens at its top (its words, its diff), not at the form's #actions.
+    return redirect(reverse("recovery:review-item", args=[waiting]) + "#content")

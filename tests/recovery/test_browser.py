@@ -507,7 +507,7 @@ def test_reviewers_morning_review_list_diff_approve_next(page, story, make_user)
     form.locator("textarea[name=reason]").fill("number matches the call log")
     form.get_by_role("button", name="Approve revision").click()
 
-    page.wait_for_url("**/console/review/ENQ-SECOND/")
+    page.wait_for_url("**/console/review/ENQ-SECOND/#content")
     assert "ENQ-FIRST: Approved" in page.content() and "Next waiting: ENQ-SECOND" in page.content()
     assert Enquiry.objects.get(pk=first.pk).state == EnquiryState.APPROVED
     assert page.locator("section.diff h2").inner_text() == "Revision 1, as received"

@@ -39,7 +39,7 @@ def test_a_refused_approve_on_the_review_page_is_answered_at_the_decide_card(sto
     decide = html[html.index('id="actions"') :]
     alert = re.search(r'<div class="msg msg-error" role="alert" tabindex="-1" data-focus>', decide)
     assert alert, "the refusal is the Decide card's, focused"
-    assert "You cannot approve" in decide
+    assert "is not possible now: the enquiry is needs information" in decide
     assert 'Your reason, to copy: <q class="kept">looks right</q>' in decide
 
     missing = client.post(approve, {"reason": "", "next": f"/console/review/{enquiry.reference}/"})
@@ -75,12 +75,12 @@ def test_next_waiting_skips_the_reviewers_own_edits(story, client_for, people):
     )
     assert approved.status_code == 302
     # ENQ-MINE waits longer, but this reviewer may not approve it.
-    assert approved["Location"] == reverse("recovery:review-item", args=["ENQ-OTHER"])
+    assert approved["Location"] == reverse("recovery:review-item", args=["ENQ-OTHER"]) + "#content"
 
     rejected = client.post(
         reverse("recovery:enquiry-reject", args=["ENQ-OTHER"]),
         {"reason": "spam", "next": "/console/review/ENQ-OTHER/"},
     )
-    assert rejected["Location"] == reverse("recovery:review")
+    assert rejected["Location"] == reverse("recovery:review") + "#content"
     listing = client.get(rejected["Location"]).content.decode()
     assert "The enquiries still waiting (1) are revisions you edited" in listing
