@@ -15,8 +15,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@sed "s|^SECRET_KEY=.*|SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))')|" .env.example > .env
 	@echo "Wrote .env from .env.example (a fresh SECRET_KEY)."
 
+# make run PORT=8010: the web server's port (8000 by default).
 run: $(VENV)/.installed .env
-	$(PY) manage.py runall
+	$(PY) manage.py runall $(if $(PORT),--port $(PORT))
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -42,6 +43,7 @@ screenshots: $(VENV)/.installed
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_setup.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_documents.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_round_three.py
+	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_review_and_story.py
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput

@@ -6,6 +6,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorField
 from django.core.exceptions import PermissionDenied
 from django.db import models
+from django.db.models import F, Func, Value
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -62,20 +63,63 @@ def new_reference() -> str:
     return "ENQ-" + "".join(secrets.choice(alphabet) for _ in range(8))
 
 
-# The words the console's enquiry search reads. "simple": no stemming and no stop words, so a
-# name, an e-mail address or a street is found as written, in any language.
+# The words the console's enquiry search reads: PostgreSQL's "simple" configuration (no
+# stemming, no stop words: a name, an e-mail address or a street is found as written, in any
+# language) of the text with its accents taken off by handover_unaccent (migration
+# 0006_h27b_search_unaccent), so "Zoe Muller" finds "Zoë Müller" and the other way round.
 SEARCH_CONFIG = "simple"
-SEARCH_FIELDS = ("name", "email", "subject", "message")
+# Punctuation inside an e-mail address: replaced by spaces in a second copy of the address, so
+# its words and its domain are found too ("muller", "example", "example.org").
+EMAIL_PUNCTUATION = "@._-+"
+
+
+def unaccented(expression):
+    """``expression`` without accents: an immutable SQL function of this database (not the
+    unaccent extension, which the embedded PostgreSQL that ``make run`` uses does not ship)."""
+    return Func(expression, function="handover_unaccent")
 
 
 def search_document() -> SearchVector:
-    """The searched text as one tsvector (``Enquiry.search_vector``, computed by PostgreSQL)."""
-    return SearchVector(*SEARCH_FIELDS, config=SEARCH_CONFIG)
+    """The searched text as one tsvector (``Enquiry.search_vector``, computed by PostgreSQL):
+    name, e-mail (whole, split at "@", and split at every punctuation mark), subject, message,
+    each without accents."""
+    email = F("email")
+    return SearchVector(
+        unaccented(F("name")),
+        unaccented(email),
+        unaccented(Func(email, Value("@"), Value(" "), function="replace")),
+        unaccented(
+            Func(
+                email,
+                Value(EMAIL_PUNCTUATION),
+                Value(" " * len(EMAIL_PUNCTUATION)),
+                function="translate",
+            )
+        ),
+        unaccented(F("subject")),
+        unaccented(F("message")),
+        config=SEARCH_CONFIG,
+    )
+
+
+class PrefixSearchQuery(SearchQuery):
+    """What a person typed, read as a web search ("quoted phrase", -not, or; any input parses),
+    each word of two letters or more matching as the start of a word ("bro" finds "brown").
+
+    websearch_to_tsquery parses, then each quoted lexeme of its text form gets ``:*`` (the text
+    form always quotes lexemes and doubles quotes inside them). A one-letter word stays whole:
+    every word that starts with a letter would match it.
+    """
+
+    def as_sql(self, compiler, connection, function=None, template=None):
+        sql, params = super().as_sql(compiler, connection, function, template)
+        prefixed = f"regexp_replace(({sql})::text, %s, %s, 'g')::tsquery"
+        return prefixed, [*params, r"'((?:[^']|''){2,})'", r"'\1':*"]
 
 
 def search_query(text: str) -> SearchQuery:
-    """What a person typed, read as a web search ("quoted phrase", -not, or): any input parses."""
-    return SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
+    """What a person typed as a prefix web search (``PrefixSearchQuery``)."""
+    return PrefixSearchQuery(unaccented(Value(text)), config=SEARCH_CONFIG, search_type="websearch")
 
 
 class Enquiry(ConcurrentTransitionMixin, models.Model):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from intake.models import EnquiryState as S
 from ledger.models import Op
 from recovery import timefmt
-from recovery.words import ATTENTION, action_label, outcome_label
+from recovery.words import ATTENTION, action_label, in_sentence, outcome_label
 
 WRITE_ACTIONS = ("crm.create_enquiry", "crm.close_enquiry", "notify.send")
 SYSTEM_NAMES = {"crm": "the CRM", "notify": "the notification provider"}
@@ -130,7 +130,7 @@ def external_change(op) -> str:
         )
     if op.state == Op.CONFIRMED:
         ref = f" {op.external_id}" if op.external_id else ""
-        what = action_label(op.action).lower()
+        what = in_sentence(action_label(op.action))
         return f"Yes. {sentence(system)} holds record{ref} for this enquiry ({what})."
     if op.state == Op.UNKNOWN:
         sent = when(attempt.started_at) if attempt else "an unknown time"

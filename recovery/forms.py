@@ -304,6 +304,15 @@ class IntegrationForm(forms.ModelForm):
             self.fields["retry_budget"] = forms.IntegerField(
                 min_value=1, max_value=20, label=old.label, help_text=old.help_text
             )
+        # Django's "Ensure this value is greater than or equal to 0." names no field and no
+        # meaning: each number says its own range and what empty means.
+        rate = self.initial.get("max_requests_per_second")
+        if isinstance(rate, float) and rate.is_integer():
+            self.initial["max_requests_per_second"] = int(rate)  # 20 as typed, not 20.0
+        for name, message in said.NUMBER_RANGES.items():
+            if name in self.fields:
+                for code in ("min_value", "max_value", "invalid"):
+                    self.fields[name].error_messages[code] = message
         if "owner" in self.fields:
             self.fields["owner"].queryset = people()
             self.fields["owner"].empty_label = "(nobody)"

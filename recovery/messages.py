@@ -41,15 +41,27 @@ NO_SUCH_PAGE = _("There is no page %(number)s: showing the last page (%(last)s).
 PAGE_TOO_FAR = _("Page %(number)s is too far: showing page %(last)s.")
 # name: the query's parameter ("state", "unresolved"); value: what was asked for.
 FILTER_NOT_UNDERSTOOD = _("%(name)s “%(value)s” not understood; showing all.")
+# limit: how many words a search reads; dropped: the words past it, as typed.
+SEARCH_WORDS_DROPPED = _("A search reads its first %(limit)s words: “%(dropped)s” was left out.")
 
 # --- an action on an item (recovery.views.actions) ----------------------------------------------
 NOT_POSSIBLE_FOR_ITEM = _("That is not possible in the item's current state.")
 NOT_POSSIBLE_FOR_ENQUIRY = _("That is not possible in the enquiry's current state.")
-# action: the button's label in lower case; state: the item's state in words.
-CANNOT_FOR_OPERATION = _("You cannot %(action)s an operation that is %(state)s.")
-CANNOT_FOR_ENQUIRY = _("You cannot %(action)s an enquiry that is %(state)s.")
+# action: the button's label as written on it; state: the item's state in words.
+CANNOT_FOR_OPERATION = _("“%(action)s” is not possible now: this operation is %(state)s.")
+CANNOT_FOR_ENQUIRY = _("“%(action)s” is not possible now: the enquiry is %(state)s.")
 EDIT_CHANGED_NOTHING = _("Nothing changed: no new revision was made. Change a field, then save.")
 OWNER_CHANGED = _("Owner changed.")
+# An integration's numbers out of range (recovery.forms.IntegrationForm): the range and what
+# empty means, for each.
+NUMBER_RANGES = {
+    "retry_budget": _("Retry budget: a whole number of attempts from 1 to 20."),
+    "max_requests_per_second": _(
+        "Requests per second: a number of 0 or more (0.5 is one every two seconds); "
+        "empty or 0 means no limit."
+    ),
+    "max_in_flight": _("Calls in flight at once: a whole number, 1 or more; empty means no limit."),
+}
 OPERATION_DONE = {
     "reconcile": _(
         "Reconciliation requested: the card shows the look-up's outcome when it is recorded."
@@ -85,9 +97,16 @@ DOCUMENT_READ_AGAIN = _(
 # done: one of ENQUIRY_DONE; next: the reference of the next enquiry waiting.
 REVIEWED_NONE_WAITING = _("%(reference)s: %(done)s Nothing else waits for review.")
 REVIEWED_NEXT_WAITING = _("%(reference)s: %(done)s Next waiting: %(next)s.")
+# count: enquiries waiting whose current revision this reviewer edited (another approves them).
+REVIEWED_ONLY_OWN_EDITS = _(
+    "%(reference)s: %(done)s The enquiries still waiting (%(count)s) are revisions you edited: "
+    "another reviewer approves them."
+)
 
 # --- taking items, and one action for many (recovery.views.bulk) --------------------------------
 NOT_TAKEN = _("%(reference)s: not taken. %(why)s")
+# The "What" of an enquiry in a bulk action's results; state: its state in words.
+BULK_WHAT_ENQUIRY = _("The enquiry itself (%(state)s)")
 OPERATION_TAKEN = _("%(reference)s (%(action)s) is yours now.")
 ENQUIRY_TAKEN = _("%(reference)s is yours now.")
 # An item's outcome in the bulk summary, after its reference: lower case, no full stop.

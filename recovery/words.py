@@ -82,6 +82,14 @@ def action_label(action: str) -> str:
     return ACTIONS.get(action, action.replace(".", " ").replace("_", " "))
 
 
+def in_sentence(label: str) -> str:
+    """A label inside a sentence: its first letter lower case, the rest as written ("Create the
+    enquiry in the CRM" -> "create the enquiry in the CRM"; "CRM 503" stays)."""
+    if len(label) > 1 and label[1].isupper():
+        return label
+    return label[:1].lower() + label[1:]
+
+
 def outcome_label(outcome: str | None) -> str:
     return OUTCOMES.get(outcome or "", outcome or "")
 

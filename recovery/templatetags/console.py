@@ -1,5 +1,6 @@
 """Template tags for the console: the lifecycle picture, ages, and plain words for codes."""
 
+import json
 import re
 from datetime import timedelta
 
@@ -79,6 +80,11 @@ def action_label(code):
 
 
 @register.filter
+def in_sentence(label):
+    return words.in_sentence(str(label))
+
+
+@register.filter
 def outcome_label(code):
     return words.outcome_label(code)
 
@@ -107,6 +113,31 @@ def action_help(action):
 def actor_name(actor):
     """ "user:alice" -> "alice"; "system:worker-1" and "model:x@1" stay as they are."""
     return actor.removeprefix("user:") if actor else ""
+
+
+@register.filter
+def pretty_json(value):
+    """A stored payload or result as indented JSON (what the destination was sent or said),
+    never Python's repr."""
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def evidence_lines(evidence):
+    """A journal row's evidence as (key, value) lines people read: a plain value as itself, a
+    list or a mapping as compact JSON; never Python's repr of a dict."""
+    if not isinstance(evidence, dict):
+        return [("", json.dumps(evidence, ensure_ascii=False, default=str))]
+    lines = []
+    for key, value in evidence.items():
+        if isinstance(value, (dict, list)):
+            text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+        elif value is None:
+            text = "none"
+        else:
+            text = str(value)
+        lines.append((str(key).replace("_", " "), text))
+    return lines
 
 
 @register.filter

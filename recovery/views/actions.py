@@ -7,12 +7,13 @@ under its row lock). Success -> a redirect to the card acted on, its message sho
 """
 
 from django.contrib import messages
+from django.db.models import Exists, OuterRef
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from intake import services as intake_services
-from intake.models import Enquiry, EnquiryState
+from intake.models import Enquiry, EnquiryState, Revision
 from ledger import policies
 from ledger import services as ledger_services
 from recovery import messages as said
@@ -28,7 +29,7 @@ from recovery.views.common import (
     require,
 )
 from recovery.views.items import ENQUIRY_TARGET, render_item
-from recovery.words import OPERATOR_ACTIONS
+from recovery.words import OPERATOR_ACTIONS, in_sentence
 
 # action -> (form, ledger service name, extra kwargs from the form); its success message is
 # recovery.messages.OPERATION_DONE[action]
@@ -134,7 +135,10 @@ def operation_action(request, op_id, action):
     except KeyError:
         possible = []
     if action not in possible:
-        message = said.CANNOT_FOR_OPERATION % {"action": label, "state": op.get_state_display()}
+        message = said.CANNOT_FOR_OPERATION % {
+            "action": OPERATOR_ACTIONS[action][0],
+            "state": in_sentence(op.get_state_display()),
+        }
         return refused(**context, form=form, status=409, message=message)
     if action == "cancel" and op.ends_enquiry():
         done = said.CANCELLED_ENDS_ENQUIRY % {"reference": op.enquiry.reference}
@@ -184,8 +188,8 @@ def enquiry_action(request, reference, action):
         return refused(**context, form=form, status=422)
     if action not in permissions.enquiry_actions(enquiry, user):
         message = said.CANNOT_FOR_ENQUIRY % {
-            "action": label,
-            "state": enquiry.get_state_display(),
+            "action": OPERATOR_ACTIONS[action][0],
+            "state": in_sentence(enquiry.get_state_display()),
         }
         return refused(**context, form=form, status=409, message=message)
     reason = form.cleaned_data["reason"]
@@ -236,22 +240,36 @@ REVIEW_DECISIONS = ("approve_revision", "reject", "request_information")
 
 
 def next_for_review(request, decided, done):
-    """The oldest other enquiry waiting for review (the review list's order), or the list."""
-    waiting = (
-        Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW)
-        .exclude(pk=decided.pk)
+    """The oldest other enquiry waiting for review that this person can decide (the review
+    list's order), or the list. An enquiry whose current revision they edited is skipped:
+    they may not approve their own edit, and opening it sent them round in a circle."""
+    own_edit = Revision.objects.filter(
+        enquiry=OuterRef("pk"), number=OuterRef("current_revision"), created_by=request.user
+    )
+    waiting = Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW).exclude(pk=decided.pk)
+    following = (
+        waiting.exclude(Exists(own_edit))
         .order_by("state_changed_at", "pk")
         .values_list("reference", flat=True)
         .first()
     )
-    if waiting is None:
-        messages.success(
-            request, said.REVIEWED_NONE_WAITING % {"reference": decided.reference, "done": done}
-        )
-        return redirect("recovery:review")
+    if following is None:
+        skipped = waiting.filter(Exists(own_edit)).count()
+        message = said.REVIEWED_NONE_WAITING % {"reference": decided.reference, "done": done}
+        if skipped:
+            message = said.REVIEWED_ONLY_OWN_EDITS % {
+                "reference": decided.reference,
+                "done": done,
+                "count": skipped,
+            }
+        messages.success(request, message)
+        # A fragment of its own: the form's (#actions) would otherwise carry over the redirect.
+        return redirect(reverse("recovery:review") + "#content")
+    waiting = following
     messages.success(
         request,
         said.REVIEWED_NEXT_WAITING
         % {"reference": decided.reference, "done": done, "next": waiting},
     )
-    return redirect("recovery:review-item", reference=waiting)
+    # The next enquiry opens at its top (its words, its diff), not at the form's #actions.
+    return redirect(reverse("recovery:review-item", args=[waiting]) + "#content")

@@ -35,7 +35,7 @@ from recovery.views.common import (
     require,
 )
 from recovery.views.items import ENQUIRY_TARGET
-from recovery.words import group_label
+from recovery.words import action_label, group_label
 
 # Items one bulk action may touch: a larger group is acted on oldest first, this many at once.
 BULK_LIMIT = 500
@@ -179,7 +179,7 @@ def bulk(request):
         results.append(
             {
                 "reference": op.reference,
-                "what": op.action,
+                "what": action_label(op.action),
                 "url": reverse("recovery:operation", args=[op.pk]),
                 "done": done,
                 "outcome": str(said.BULK_DONE[action]) if done else why,
@@ -197,7 +197,7 @@ def bulk(request):
         results.append(
             {
                 "reference": enquiry.reference,
-                "what": "enquiry",
+                "what": said.BULK_WHAT_ENQUIRY % {"state": enquiry.get_state_display()},
                 "url": reverse("recovery:enquiry", args=[enquiry.reference]),
                 "done": done,
                 "outcome": str(said.BULK_DONE[action]) if done else why,

@@ -212,14 +212,26 @@ def _label(field: str) -> str:
 
 
 def _written(field: str, value) -> str:
-    """A journalled value in words: durations as people write them, nothing as "(none)"."""
+    """A journalled value in words: durations as people write them, a whole number without
+    ".0" (a FloatField stores 20 as 20.0), nothing as what nothing means for that field."""
     if value is None or value == "":
-        return "(none)"
+        return str(EMPTY_MEANS.get(field, "(empty)"))
     if field in SECONDS:
         return durations.format_duration(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     return str(value)
+
+
+# What an empty setting means, said in the history instead of "(none)".
+EMPTY_MEANS = {
+    "max_requests_per_second": "no limit",
+    "max_in_flight": "no limit",
+    "owner": "nobody",
+    "base_url": "(empty)",
+}
 
 
 def settings_history(integration, limit=20) -> list[dict]:

@@ -2,18 +2,19 @@
 
 from django.contrib import messages
 from django.db.models import Prefetch
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from intake.models import IntakeEvent
+from intake.models import Category, IntakeEvent
 from intake.services import customer_matches
 from ledger import messages as ledger_said
 from ledger import policies
 from ledger import services as ledger_services
 from ledger.models import Attempt, JournalEntry, Op, Operation
-from recovery import explain, ownership, permissions
+from recovery import explain, ownership, permissions, story
 from recovery.forms import EditForm, people
 from recovery.views.common import (
     console_view,
@@ -237,6 +238,7 @@ def item_context(request, enquiry, *, bound=None):
         "operations": operations,
         "journal": journal,
         "suggestions": list(enquiry.suggestions.select_related("category")[:5]),
+        "fields": readable_fields(current),
         "documents": documents_context(enquiry, user, bound, placed),
         "event": IntakeEvent.objects.filter(enquiry=enquiry).first(),
         "answers": explain.answers(enquiry, operations, journal, revision=current),
@@ -260,8 +262,37 @@ def item_context(request, enquiry, *, bound=None):
         "enquiry_messages": placed.get(ENQUIRY_TARGET, []),
         "enquiry_owner": enquiry_owner,
         "outcome": explain.outcome(enquiry, journal),
+        "story": story.tell(
+            enquiry,
+            operations,
+            journal,
+            owner=enquiry_owner,
+            due=delivering.due if delivering else ownership.due(enquiry.state_changed_at, policy),
+            now=timezone.now(),
+        ),
         "messages_placed": True,
     }
+
+
+FIELD_LABELS = {"service_hint": "service asked for"}
+
+
+def readable_fields(revision) -> list[tuple[str, str]]:
+    """A revision's fields (the message aside) as people read them: the web form's service
+    hint is a slug ("bins-waste"); it is shown as the category it names, or in words."""
+    if revision is None:
+        return []
+    rows = []
+    for key, value in revision.fields.items():
+        if key == "message":
+            continue
+        text = "" if value is None else str(value)
+        if key == "service_hint" and text:
+            category = Category.objects.filter(slug=text).first()
+            words = category.name if category else text.replace("-", " ").replace("_", " ")
+            text = f"{words[:1].upper()}{words[1:]} (the form sent “{text}”)"
+        rows.append((FIELD_LABELS.get(key, key.replace("_", " ")), text))
+    return rows
 
 
 def revision_diff(revisions, number):
@@ -299,6 +330,7 @@ def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, st
     again, open, with what was typed and its errors (recovery.views.actions.refused)."""
     context = item_context(request, enquiry, bound=bound)
     context["edit_form"] = edit_form or EditForm(revision=context["revision"])
+    context["nav"] = "review" if page == "review" else "enquiries"
     if bound:
         context["preselect"] = bound["action"]
     template = "recovery/item.html"
@@ -326,12 +358,18 @@ def enquiry_detail(request, reference):
 @console_view
 def operation_card(request, op_id):
     """One operation's card alone: htmx polls it while a reconcile or a call is in flight, and
-    swaps it in place when the outcome is recorded."""
+    swaps it in place when the outcome is recorded. Once the card stops polling its answer is
+    the whole item page: the outcome changes the header, the story, "What happened" and the
+    lifecycle too, and the card's hx-select-oob swaps those from it."""
     op = get_operation_for_user(request.user, op_id)
     if op.enquiry_id is None:
         return redirect("recovery:operation", op_id=op.pk)  # its own page has no cards
     context = item_context(request, op.enquiry)
-    card = next(o for o in context["operations"] if o.pk == op.pk)
+    card = next((o for o in context["operations"] if o.pk == op.pk), None)
+    if card is None:  # gone between the two reads
+        raise Http404
+    if not card.polling:
+        return render_item(request, op.enquiry)
     return render(request, "recovery/_op_card.html", {**context, "op": card})
 
 

@@ -20,7 +20,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from intake.models import Enquiry, EnquiryState, Suggestion, search_query
+from intake.models import Enquiry, EnquiryState, Revision, Suggestion, search_query
 from ledger import limits
 from ledger.models import Integration, JournalEntry
 from recovery import messages as said
@@ -206,6 +206,13 @@ def review_list(request):
             suggestion_confidence=latest_suggestion("confidence"),
             suggestion_revision=latest_suggestion("revision"),
             earlier=Coalesce(matches, Value(0)),
+            # Who made the current revision: a person's edit, or nobody (the suggester's
+            # category, the intake's first): only a person's is "edited".
+            edited_by=Subquery(
+                Revision.objects.filter(
+                    enquiry=OuterRef("pk"), number=OuterRef("current_revision")
+                ).values("created_by__username")[:1]
+            ),
         )
         .order_by("state_changed_at", "pk")  # oldest first
     )
@@ -228,6 +235,26 @@ def review_list(request):
             "unresolved_only": unresolved == "1",
         },
     )
+
+
+# What a search reads: its first SEARCH_CHARACTERS characters and SEARCH_WORDS words. Each word
+# is a prefix read from the GIN index; more words only narrow what eight already found.
+SEARCH_CHARACTERS = 200
+SEARCH_WORDS = 8
+
+
+def bounded_query(raw: str) -> tuple[str, list[str]]:
+    """What a search reads of ``raw`` and notes saying what it left out."""
+    # PostgreSQL refuses a NUL in any text it is sent.
+    words = raw.replace("\x00", "").strip()[:SEARCH_CHARACTERS].split()
+    notes = []
+    if len(words) > SEARCH_WORDS:
+        dropped = " ".join(words[SEARCH_WORDS:])
+        notes.append(
+            said.SEARCH_WORDS_DROPPED
+            % {"limit": SEARCH_WORDS, "dropped": dropped[:60] + ("…" if len(dropped) > 60 else "")}
+        )
+    return " ".join(words[:SEARCH_WORDS]), notes
 
 
 REFERENCE_MATCHES = 20  # references that start the same: more means a longer prefix is needed
@@ -281,12 +308,11 @@ def sorted_matches(words, page):
 @console_view
 def enquiry_list(request):
     """Find enquiries by reference (exact or its start, listed first) or by the words of their
-    name, e-mail, subject and message (PostgreSQL full-text search); optionally by state."""
-    # PostgreSQL refuses a NUL in any text it is sent.
-    q = request.GET.get("q", "").replace("\x00", "").strip()[:200]
+    name, e-mail, subject and message (PostgreSQL full-text search, accents ignored, each word
+    matching the start of a word); optionally by state."""
+    q, notes = bounded_query(request.GET.get("q", ""))
     state = request.GET.get("state", "")
     qs = Enquiry.objects.select_related("category", "owner")
-    notes = []
     if state in EnquiryState.values:
         qs = qs.filter(state=state)
     elif state:

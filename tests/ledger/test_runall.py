@@ -179,3 +179,26 @@ def test_sigterm_then_sigkill_still_stops_what_it_started(tmp_path):
         _assert_none_left(started, log)
     finally:
         _kill_leftovers(runall, started)
+
+
+def test_the_banner_says_where_the_demo_password_came_from(tmp_path, monkeypatch, settings):
+    # Issue 27, defect 11: it said "DEMO_PASSWORD in .env" when it came from the environment.
+    from ledger.management.commands.runall import password_source
+
+    settings.BASE_DIR = tmp_path
+    monkeypatch.delenv("DEMO_PASSWORD", raising=False)
+    assert password_source(seeded=True) == "password: printed above"
+    assert "first seeded" in password_source(seeded=False)
+    monkeypatch.setenv("DEMO_PASSWORD", "from-the-shell")
+    assert password_source(seeded=True) == (
+        "password: DEMO_PASSWORD from the environment, printed above"
+    )
+    (tmp_path / ".env").write_text("DEMO_PASSWORD=from-the-shell\n")
+    assert "DEMO_PASSWORD in .env" in password_source(seeded=True)
+
+
+def test_make_run_passes_port_through():
+    from pathlib import Path
+
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    assert "manage.py runall $(if $(PORT),--port $(PORT))" in makefile

@@ -79,12 +79,24 @@ def chromium():
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+CSP_LISTENER = """
+document.addEventListener("securitypolicyviolation", (e) => {
+  console.error(`Content Security Policy violation: ${e.violatedDirective} ${e.blockedURI}`
+    + ` at ${e.sourceFile}:${e.lineNumber} sample=${e.sample}`);
+});
+"""
+
+
 @pytest.fixture
 def page(chromium, live_server):
     """A page in a fresh context. Every console message is kept: a Content-Security-Policy
     violation (an inline script or style, something from elsewhere) fails the test."""
     context = chromium.new_context(viewport={"width": 1440, "height": 900}, locale="en-GB")
     context.set_default_timeout(WAIT_MS)
+    # Chromium logs most violations to the console, but not all that a swap makes (an element
+    # htmx inserts, an attribute it sets): the page's own violation event catches every one,
+    # on load and while a card polls.
+    context.add_init_script(CSP_LISTENER)
     page = context.new_page()
     page.base = live_server.url
     page.console_messages = []
@@ -495,7 +507,7 @@ def test_reviewers_morning_review_list_diff_approve_next(page, story, make_user)
     form.locator("textarea[name=reason]").fill("number matches the call log")
     form.get_by_role("button", name="Approve revision").click()
 
-    page.wait_for_url("**/console/review/ENQ-SECOND/")
+    page.wait_for_url("**/console/review/ENQ-SECOND/#content")
     assert "ENQ-FIRST: Approved" in page.content() and "Next waiting: ENQ-SECOND" in page.content()
     assert Enquiry.objects.get(pk=first.pk).state == EnquiryState.APPROVED
     assert page.locator("section.diff h2").inner_text() == "Revision 1, as received"

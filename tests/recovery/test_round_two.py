@@ -208,7 +208,7 @@ def test_4_a_refused_form_comes_back_open_with_what_was_typed(story, client_for)
     )
     assert response.status_code == 409
     assert long_reason.strip() in unescape(card(response, confirmed))
-    assert "You cannot reconcile now an operation that is Confirmed." in text(response)
+    assert "“Reconcile now” is not possible now: this operation is confirmed." in text(response)
 
 
 def test_4_edit_errors_name_the_field_and_keep_every_field(story, client_for):

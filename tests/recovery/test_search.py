@@ -114,3 +114,61 @@ def test_a_redacted_enquiry_is_no_longer_found_by_its_personal_words(story, foun
     redact_enquiry(Enquiry.objects.get(pk=enquiry.pk), now=timezone.now())
     assert found("brzęczyszczykiewicz") == []
     assert found(enquiry.reference) == [enquiry.reference]  # the reference is kept
+
+
+def test_accents_are_ignored_both_ways(story, found):
+    # Issue 27, defect 4: "Zoë Müller" was found by none of these.
+    zoe = story.enquiry("ready_for_review", name="Zoë Müller", email="zoe@example.org")
+    plain = story.enquiry("ready_for_review", name="Zoe Muller", email="zm@example.net")
+    for q in ["Zoë", "Zoe", "zoe", "Müller", "Muller", "MÜLLER", "zoe muller", "Zoë Müller"]:
+        assert set(found(q)) == {zoe.reference, plain.reference}, q
+    assert found("Zoë Müller", state="ready_for_review")
+    polish = story.enquiry("needs_information", name="Łukasz Żółć", subject="Große Straße")
+    assert found("lukasz zolc") == [polish.reference]
+    assert found("strasse grosse") == [polish.reference]
+
+
+def test_words_match_by_their_start(story, found):
+    brown = story.enquiry(
+        "ready_for_review",
+        name="Ann Brown",
+        subject="No heating since Tuesday",
+        message="The boiler is broken.",
+        email="ann.brown@heatwave-mail.co.uk",
+    )
+    story.enquiry("ready_for_review", name="Zed", subject="Bins", message="Abroad.")
+    assert found("bro") == [brown.reference]  # Brown, broken; never "abroad"
+    assert found("heat") == [brown.reference]
+    assert found("Tues boil") == [brown.reference]
+    assert found('"no heat"') == [brown.reference]  # a quoted phrase of starts
+    assert found("bro -heat") == []
+
+
+def test_an_email_address_is_found_by_its_parts_and_domain(story, found):
+    ann = story.enquiry("ready_for_review", name="Ann", email="ann.o-neill+bins@council.gov.uk")
+    story.enquiry("ready_for_review", name="Bob", email="bob@example.org")
+    for q in [
+        "ann.o-neill+bins@council.gov.uk",
+        "council.gov.uk",
+        "council",
+        "coun",
+        "neill",
+        "@council.gov.uk",
+        "ann.o-neill",
+    ]:
+        assert found(q) == [ann.reference], q
+
+
+def test_a_one_letter_word_is_matched_whole(story, found):
+    a = story.enquiry("ready_for_review", subject="Plan B", message="b")
+    story.enquiry("ready_for_review", subject="Bins", message="broken")
+    assert found("b") == [a.reference]
+
+
+def test_a_search_reads_its_first_eight_words_and_says_so(story, client_for):
+    wanted = story.enquiry("ready_for_review", message="one two three four five six seven eight")
+    q = "one two three four five six seven eight nine ten"
+    response = client_for("coordinator").get(reverse("recovery:enquiries"), {"q": q})
+    assert [e.reference for e in response.context["enquiries"]] == [wanted.reference]
+    assert "first 8 words: “nine ten” was left out" in response.content.decode()
+    assert response.context["q"] == "one two three four five six seven eight"

@@ -290,7 +290,7 @@ def test_review_shows_revision_n_against_n_minus_1_and_the_next_opens(story, cli
         {"reason": "number checked", "next": "/console/review/ENQ-R1/"},
     )
     assert approved.status_code == 302
-    assert approved["Location"] == reverse("recovery:review-item", args=["ENQ-R2"])
+    assert approved["Location"] == reverse("recovery:review-item", args=["ENQ-R2"]) + "#content"
     first.refresh_from_db()
     assert first.state == "approved"
     following = client.get(approved["Location"]).content.decode()
@@ -301,7 +301,7 @@ def test_review_shows_revision_n_against_n_minus_1_and_the_next_opens(story, cli
         reverse("recovery:enquiry-reject", args=["ENQ-R2"]),
         {"reason": "spam", "next": "/console/review/ENQ-R2/"},
     )
-    assert rejected["Location"] == reverse("recovery:review")
+    assert rejected["Location"] == reverse("recovery:review") + "#content"
     # From the item page a decision stays on that page.
     third = story.enquiry("ready_for_review")
     from_item = client.post(

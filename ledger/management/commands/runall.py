@@ -45,6 +45,23 @@ def stop_with(parent: int):
     return setup
 
 
+def password_source(seeded: bool) -> str:
+    """Where the demo password came from, truly: printed above, DEMO_PASSWORD from the
+    environment or from .env, or the one printed when this database was first seeded."""
+    if not seeded:
+        return "the password printed when this database was first seeded"
+    value = os.environ.get("DEMO_PASSWORD")
+    if not value:
+        return "password: printed above"
+    from dotenv import dotenv_values
+
+    in_file = dotenv_values(settings.BASE_DIR / ".env").get("DEMO_PASSWORD")
+    # load_dotenv never overrides the environment: a value that differs from .env's, or one
+    # .env does not hold, came from the environment.
+    where = "in .env" if in_file == value else "from the environment"
+    return f"password: DEMO_PASSWORD {where}, printed above"
+
+
 def web_command(host: str, port: int) -> list[str]:
     """The web server as `make run` starts it (tests/security/test_slow_clients.py runs it)."""
     return [
@@ -62,7 +79,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
+        # `make run PORT=8010` passes --port; PORT in the environment works too.
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
         parser.add_argument("--sandbox-port", type=int, default=8765)
         parser.add_argument("--no-sandbox", action="store_true")
         parser.add_argument(
@@ -81,7 +99,8 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         from django.contrib.auth import get_user_model
 
-        if not get_user_model().objects.exists():
+        seeded = not get_user_model().objects.exists()
+        if seeded:
             call_command("seed_demo")
         call_command("collectstatic", interactive=False, verbosity=0)
         base = settings.BASE_DIR
@@ -143,8 +162,8 @@ class Command(BaseCommand):
                     f"{settings.EMAIL_PORT}; every message is kept in var/mail/."
                 )
             self.stdout.write(
-                "Demo logins: coordinator, reviewer, admin (password: see above, "
-                "or DEMO_PASSWORD in .env). Ctrl-C stops everything."
+                f"Demo logins: coordinator, reviewer, admin ({password_source(seeded)}). "
+                "Ctrl-C stops everything."
             )
             while not stopping:
                 for name, proc in procs.items():
