@@ -31,6 +31,7 @@ CREDENTIALS = (
     "credential in the integration's token instead."
 )
 QUERY = "The address must not have a query (?) or a fragment (#): give the API's root."
+HTTP_ONLY = "The address must start with http:// or https://."
 NO_HOST = "The address names no host."
 HOST = "The address's host is not a valid host name or IP address."
 PORT = "The address's port must be a whole number from 1 to 65535."
@@ -44,8 +45,9 @@ MAIL_SCHEMES = ("smtp", "smtp+starttls", "smtps")
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
 
 
-def address_problem(url) -> str | None:
-    """What is wrong with ``url`` as a destination's address, in words; None when it is fine."""
+def address_problem(url, schemes=HTTP_SCHEMES + MAIL_SCHEMES) -> str | None:
+    """What is wrong with ``url`` as a destination's address, in words; None when it is fine.
+    ``schemes``: those allowed here (the environment's <P>_BASE_URL variables: HTTP only)."""
     if not isinstance(url, str) or not url.strip():
         return EMPTY
     if len(url) > MAX_LENGTH:
@@ -57,10 +59,12 @@ def address_problem(url) -> str | None:
     except ValueError:  # an unclosed "[" of an IPv6 address
         return HOST
     scheme = parts.scheme.lower()
-    if scheme not in HTTP_SCHEMES + MAIL_SCHEMES or not url.lower().startswith(scheme + "://"):
-        return SCHEME
+    if scheme not in schemes or not url.lower().startswith(scheme + "://"):
+        return SCHEME if set(schemes) & set(MAIL_SCHEMES) else HTTP_ONLY
     userinfo, at, _rest = parts.netloc.rpartition("@")
-    if at and (scheme not in MAIL_SCHEMES or ":" in userinfo or not userinfo):
+    if at and (
+        scheme not in MAIL_SCHEMES or not userinfo or ":" in userinfo or "%3a" in userinfo.lower()
+    ):
         return CREDENTIALS
     if parts.query or parts.fragment or "?" in url or "#" in url:
         return QUERY

@@ -110,11 +110,12 @@ def env_email(name, default):
 
 
 def env_address(name, default):
-    """A destination's address (config.destinations' rule): a bad one stops the process."""
-    from config.destinations import address_problem
+    """An HTTP destination's address (config.destinations' rule): a bad one stops the process.
+    A relay's smtp:// address comes from the EMAIL_* settings instead (ledger.integrations)."""
+    from config.destinations import HTTP_SCHEMES, address_problem
 
     value = env_str(name, default)
-    problem = address_problem(value)
+    problem = address_problem(value, schemes=HTTP_SCHEMES)
     if problem:
         raise ImproperlyConfigured(f"{name}: {problem}")
     return value

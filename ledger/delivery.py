@@ -5,7 +5,7 @@ the report is taken in here, matched to its notify.send operation by the Message
 gave the message (ledger.notices.message_id):
 
 - bounced, rejected or failed: an accepted (``confirmed``) message becomes ``failed`` with
-  *not delivered* (``delivery_failed``), owned by the integration's owner, in the queue; an
+  *not delivered* (``delivery_failed``), in the queue (owned by its queue's owner); an
   ``unknown`` one (its relay never replied) becomes ``failed`` the same way: it did not arrive.
 - delivered: kept on the operation (``result.delivery``); an ``unknown`` one is ``confirmed``,
   since its arrival is the proof no look-up could give.

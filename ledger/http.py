@@ -158,7 +158,8 @@ def send(
     """One HTTP call. Returns a 2xx result or raises ConnectorError; nothing else escapes.
     ``data``: a body sent as it is (a WebDAV/CalDAV XML query), instead of ``json_body``.
 
-    Every text in the result or the error has had the secrets sent with the call redacted."""
+    Every text in the result or the error has had the secrets sent with the call redacted (the
+    raw ``content`` bytes, which a DAV kind parses and never stores, are left as sent)."""
     if not timeout or timeout <= 0:
         raise ValueError("every external call needs a timeout")
     secrets = secrets_sent(headers)
@@ -169,7 +170,7 @@ def send(
     text = redact(result.text, secrets)
     if text != result.text:
         try:
-            body = json.loads(text) if text else None
+            body = storable.data(json.loads(text)) if text else None
         except ValueError:
             body = text
         result = replace(result, body=body, text=text)

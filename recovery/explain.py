@@ -118,14 +118,14 @@ def external_change(op) -> str:
     if op.state != Op.CONFIRMED and len(seen) > 1:
         return (
             f"Yes, more than once: {system} holds {len(seen)} records for reference "
-            f"{op.payload.get('reference') or op.enquiry.reference}: {', '.join(seen)}"
+            f"{op.payload.get('reference') or op.reference}: {', '.join(seen)}"
             f"{seen_at(last_lookup(op))}."
         )
     unanswered = op.unanswered_calls()
     if op.state == Op.CANCELLED and unanswered and not seen:
         return (
             f"Maybe. Cancelled here, but a request to {system} got no answer, so {system} may "
-            f"hold a record for {op.payload.get('reference') or op.enquiry.reference}: "
+            f"hold a record for {op.payload.get('reference') or op.reference}: "
             "cancelling here undid nothing there."
         )
     if op.state == Op.CONFIRMED:
@@ -556,7 +556,7 @@ def cancel_help(op) -> str:
         if op.unanswered_calls():
             text += (
                 f" An earlier request got no answer, so {system} may hold a record for "
-                f"{op.payload.get('reference') or op.enquiry.reference}: look there first."
+                f"{op.payload.get('reference') or op.reference}: look there first."
             )
         return text
     if op.action == "crm.create_enquiry":

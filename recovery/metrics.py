@@ -294,7 +294,6 @@ def queue_waiting(now) -> dict:
             params,
         )
         return {queue: (count, since) for queue, count, since in cursor.fetchall()}
-        return dict(cursor.fetchall())
 
 
 def stale_queues(now) -> list[QueueFlag]:

@@ -3,8 +3,9 @@
 ``collect`` records what to tell whom (an OperatorNotice, once per thing):
 
 - an item assigned to them by someone else, or handed to them by escalation (the journal's
-  hand-over rows), and a write that failed or needs a person and is owned by them (its
-  integration's owner: the engine's ``fail``, ``needs_person`` and ``bounce`` rows);
+  hand-over rows), and a write that failed or needs a person (the engine's ``fail``,
+  ``needs_person`` and ``bounce`` rows) that nobody was given by hand: its queue's owner by the
+  response policy, or every admin where the queue has none (recovery.ownership);
 - an item they own that is overdue (the queue's own reading, recovery.queue);
 - a queue they own that nobody opened within its review cadence (recovery.metrics);
 - a destination that refused Handover's credentials (its integration's owner).

@@ -15,7 +15,6 @@ from django.db.models import Max, Q
 from recovery import messages as said
 from recovery.models import Queue
 
-# The backends that keep a message in the process: nothing reaches anyone's inbox.
 # Notification kinds that speak e-mail (the smtp kind sends through Django's e-mail settings).
 EMAIL_KINDS = ("smtp",)
 
