@@ -160,3 +160,19 @@ def test_redact_replaces_each_form_a_secret_can_come_back_in(secret_form):
     assert "s3cret" not in http.redact(
         text, http.secrets_sent({"Authorization": f"Bearer {TOKEN}"})
     )
+
+
+def test_a_2xx_echoing_the_token_comes_back_redacted_and_storable():
+    # Redacting re-reads the answer: what it reads must be cleaned again (ledger.storable), or
+    # a JSON "\u0000" escape comes back as a NUL that PostgreSQL refuses when the result is kept.
+    from tests.ledger.oddserver import OddServer
+
+    body = json.dumps({"echo": f"Bearer {TOKEN}", "x": "a\u0000b"}).encode()
+    with OddServer(200, body, {"Content-Type": "application/json"}) as odd:
+        result = http.send(
+            "GET", odd.url + "/x", timeout=2.0, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+    assert odd.requests == [("GET", "/x")]
+    assert result.body["echo"] == "[redacted]"
+    assert "\x00" not in result.body["x"] and "\x00" not in result.text
+    assert TOKEN not in result.text
