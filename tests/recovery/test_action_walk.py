@@ -132,9 +132,16 @@ def operations(enquiry_id):
 
 def signature(enquiry_id):
     enquiry = Enquiry.objects.get(pk=enquiry_id)
+    # A message to the resident still on its way (each request for information proposes one)
+    # changes no way out of the enquiry: counting it would make every round of "ask, answer,
+    # ask again" a new place, and the walk endless. One that failed or is unknown counts.
     return (
         enquiry.state,
-        tuple((op.action, op.revision, op.state, op.attention) for op in operations(enquiry_id)),
+        tuple(
+            (op.action, op.revision, op.state, op.attention)
+            for op in operations(enquiry_id)
+            if not (op.action == "notify.send" and op.state not in OPEN)
+        ),
     )
 
 
