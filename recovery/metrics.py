@@ -319,7 +319,12 @@ def stale_queues(now) -> list[QueueFlag]:
     oldest_review = review.aggregate(since=Min("state_changed_at"))["since"]
     if oldest_review is not None:
         waiting[Queue.REVIEW.value] = (review.count(), oldest_review)
-    unknown_enquiries = Enquiry.objects.filter(state=EnquiryState.SUBMISSION_UNKNOWN).count()
+    # An enquiry whose submission is unknown waits in the queue as its CRM write's row: it
+    # counts as waiting in "Enquiry submission unknown" too, from when it entered that state.
+    unknown = Enquiry.objects.filter(state=EnquiryState.SUBMISSION_UNKNOWN).aggregate(
+        count=Count("pk"), since=Min("state_changed_at")
+    )
+    unknown_enquiries = unknown["count"]
     flags = []
     for queue in Queue:
         cadence = policies.get(queue.value, default)
@@ -327,6 +332,8 @@ def stale_queues(now) -> list[QueueFlag]:
             continue
         opened = last.get(queue.value)
         items, since = waiting.get(queue.value, (0, None))
+        if queue == Queue.SUBMISSION_UNKNOWN and unknown_enquiries > items:
+            since = min(filter(None, (since, unknown["since"])))
         flags.append(
             QueueFlag(
                 queue=queue.value,

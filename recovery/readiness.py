@@ -135,8 +135,16 @@ def findings() -> list[Finding]:
                 reverse("recovery:integrations"),
             )
         )
-    notify_kind = Integration.objects.filter(name=Integration.NOTIFY).values_list("kind", flat=True)
-    if not email_configured(next(iter(notify_kind), None)):
+    notify_kind = next(
+        iter(Integration.objects.filter(name=Integration.NOTIFY).values_list("kind", flat=True)),
+        None,
+    )
+    if notify_kind is None:
+        # The row is made at first use, from NOTIFY_KIND: until then that is what it will be.
+        from ledger.integrations import environment_kind
+
+        notify_kind = environment_kind(Integration.NOTIFY)
+    if not email_configured(notify_kind):
         found.append(Finding("handover.W104", said.READY_NO_EMAIL, said.READY_NO_EMAIL_FIX, ""))
     members = role_members()
     people = reverse("recovery:people")

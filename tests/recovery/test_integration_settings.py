@@ -285,7 +285,7 @@ def test_notifications_become_e_mail_in_the_form_validated_for_that_kind(
     # The smtp kind with an http address, and an address carrying a password: refused, named.
     for address, says in [
         (notify.base_url, "takes an address starting smtp://"),
-        ("smtp://user:pw@relay.example.org:25", "token field"),
+        ("smtp://user:pw@relay.example.org:25", "put the credential in the"),
     ]:
         response = client.post(url, form_data(notify, kind="smtp", base_url=address))
         assert response.status_code == 400

@@ -22,6 +22,7 @@ ASSIGN = {None: LOGIN, "coordinator": 422, "reviewer": 422, "admin": 422}
 # Integration actions still answer a refusal with a message and a redirect (302).
 ADMIN_ONLY = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 302}
 POST_ONLY = GET_ONLY
+NOT_FOUND_FOR_REVIEWERS = {None: LOGIN, "coordinator": 403, "reviewer": 404, "admin": 404}
 SETUP_PAGE = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 200}
 SETUP_FORM = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 400}
 
@@ -45,8 +46,9 @@ MATRIX = {
     },
     "backlog": {"GET": ALL, "POST": GET_ONLY},
     "dashboard": {"GET": ALL, "POST": GET_ONLY},
-    # POST records a conclusion on a drill run (recovery.review_drillrun); none exists here.
-    "drill": {"GET": ALL, "POST": {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 404}},
+    # POST records a conclusion on a drill run (recovery.review_drillrun); an empty POST names
+    # no run: refused as such (400), nothing recorded.
+    "drill": {"GET": ALL, "POST": {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 400}},
     "runbooks": {"GET": ALL, "POST": GET_ONLY},
     "runbook": {"GET": ALL, "POST": GET_ONLY},
     # Prometheus: no login page for a scraper; 401 without the token.
@@ -96,6 +98,21 @@ MATRIX = {
     "setup-category-new": {"GET": SETUP_PAGE, "POST": SETUP_FORM},
     "people": {"GET": SETUP_PAGE, "POST": GET_ONLY},
     "person": {"GET": SETUP_PAGE, "POST": SETUP_FORM},
+    # Documents on the review page (issue 28): a reviewer's correction or new read of a document
+    # this enquiry does not have: not found.
+    "document-correct": {"GET": POST_ONLY, "POST": NOT_FOUND_FOR_REVIEWERS},
+    "document-reprocess": {"GET": POST_ONLY, "POST": NOT_FOUND_FOR_REVIEWERS},
+    # Appointment slots (issue 28): ask for a read (POST; this enquiry's category needs no visit:
+    # said, and back to its page), or the card alone (htmx polls it).
+    "enquiry-slots": {
+        "GET": POST_ONLY,
+        "POST": {None: LOGIN, "coordinator": 403, "reviewer": 302, "admin": 302},
+    },
+    "enquiry-slots-card": {"GET": REVIEWERS, "POST": GET_ONLY},
+    # The messages Handover sends, and a person's own e-mail settings (issue 25): an empty POST
+    # is "no e-mail", saved, back to the page.
+    "notices": {"GET": ALL, "POST": GET_ONLY},
+    "me": {"GET": ALL, "POST": {None: LOGIN, **dict.fromkeys(ROLES[1:], 302)}},
     # A summary this session does not hold (any more): gone.
     "bulk-results": {
         "GET": {None: LOGIN, **dict.fromkeys(ROLES[1:], 410)},
@@ -162,6 +179,8 @@ def urls(story, people):
         "setup-queue": ["default"],
         "setup-category": ["waste"],
         "person": [people["coordinator"].pk],
+        "document-correct": [enquiry.reference, 999999],
+        "document-reprocess": [enquiry.reference, 999999],
     }
     result = {}
     for name in MATRIX:

@@ -319,6 +319,11 @@ def test_17_dashboard_links_only_to_lists_that_hold_what_it_counts(story, client
     ResponsePolicy.objects.create(queue=Queue.SUBMISSION_UNKNOWN, review_cadence=timedelta(hours=4))
     op = duplicates_in_submission_unknown(story)
     Operation.objects.filter(pk=op.pk).update(state=Op.UNKNOWN)
+    # Waiting longer than the cadence, with nobody opening the queue (an empty queue, or one
+    # whose work arrived within the cadence, is never flagged).
+    Enquiry.objects.filter(pk=op.enquiry_id).update(
+        state_changed_at=timezone.now() - timedelta(hours=5)
+    )
     words = text(client_for("admin").get(reverse("recovery:dashboard")))
     assert "1 enquiry waits in this state as its CRM write's row" in words
     assert (

@@ -38,7 +38,7 @@ def test_the_settings_form_says_what_a_number_means(client_for, integrations_row
     html = unescape(refused.content.decode())
     assert refused.status_code == 400
     assert "Ensure this value" not in html
-    assert "empty or 0 means no limit" in html
+    assert "(0 or empty: no limit)" in html  # the one rule for a rate, ledger.limits
     assert "Calls in flight at once: a whole number, 1 or more; empty means no limit." in html
 
     saved = client.post(url, form_data(crm, max_requests_per_second="20"))

@@ -46,9 +46,10 @@ def _acknowledgement(d: Drill, case: CaseResult):
 
 
 def _owner(op):
-    """Who has the item now: its queue's owner by the response policy, or every admin where
-    the queue has none (recovery.ownership); empty only for an item in no queue."""
-    return [person.get_username() for person in item_owner(op).people()]
+    """Who has the item now, in words: its queue's owner by the response policy, or the admins
+    where the queue has none, said so (recovery.ownership); None only for an item in no queue."""
+    owner = item_owner(op)
+    return owner.label if owner.user is not None or owner.to_admins else None
 
 
 def email_no_reply(d: Drill, case: CaseResult):
@@ -76,7 +77,7 @@ def email_no_reply(d: Drill, case: CaseResult):
             "waiting for a person, not resent",
             notify.attention,
         )
-        case.check(bool(owner), "an item with an owner", owner)
+        case.check(owner is not None, "an item with an owner", owner)
         case.check(queue == "unknown", "visible in the queue", queue)
         complete_by_hand(notify.pk, actor=ACTOR, reason=CLEANUP, external_id=message_id)
         case.check(relay.count(message_id) == 1, "still one message", relay.count(message_id))
