@@ -169,6 +169,7 @@ DELIVERY = (
                     (52, "confirm", "found CRM-18870 in the CRM by hand", "coordinator"),
                 ),
                 external_id="CRM-18870",
+                records=("CRM-18870",),
                 attempts=(
                     Call(
                         10.15,

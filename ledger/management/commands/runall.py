@@ -1,7 +1,8 @@
 """`make run`: the whole product in one command, stopped cleanly by Ctrl-C.
 
-This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, seeds a demo
-database once, then supervises the sandbox, a local e-mail relay (when EMAIL_HOST is this
+This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, starts the
+sandbox, seeds a demo database once (its CRM records made at that sandbox: seed_demo
+--make-records), then supervises the sandbox, a local e-mail relay (when EMAIL_HOST is this
 machine: every message it receives is kept in var/mail/*.eml), a django-q2 cluster and the web
 server. If any
 child dies, everything stops: a half-running product is worse than a stopped one. If this
@@ -100,8 +101,6 @@ class Command(BaseCommand):
         from django.contrib.auth import get_user_model
 
         seeded = not get_user_model().objects.exists()
-        if seeded:
-            call_command("seed_demo")
         call_command("collectstatic", interactive=False, verbosity=0)
         base = settings.BASE_DIR
         env = dict(os.environ)
@@ -147,6 +146,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             for name, cmd in children.items():
+                if name == "workers" and seeded:
+                    # The sandbox is up (started first): the demo makes the CRM records its
+                    # stories name there, before any worker or page sees the stories.
+                    call_command("seed_demo", make_records=not no_sandbox)
                 # Own process group: Ctrl-C reaches the children through us, not directly.
                 procs[name] = subprocess.Popen(
                     cmd,
