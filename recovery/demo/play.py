@@ -214,6 +214,12 @@ class Player:
             attempt_count=op.attempts.count(),
             result=self.named(step.result or {}),
         )
+        if step.lease:
+            worker, minutes = step.lease
+            seeded = self.t + timedelta(hours=self.story.hours_ago)
+            Operation.objects.filter(pk=op.pk).update(
+                lease_owner=worker, lease_expires_at=seeded + timedelta(minutes=minutes)
+            )
         op.refresh_from_db()
         self.ops[action] = op
         for call in step.attempts:

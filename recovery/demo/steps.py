@@ -108,6 +108,9 @@ class Write:
     # The records the destination holds for this write, by the names the story uses for them:
     # made there when the story is played (demo.records), each name replaced by the real ID.
     records: tuple = ()
+    # In flight: (worker, minutes after the seed) it holds the call's lease until. A worker on
+    # another host is never declared gone, so the sweeper leaves it until the lease ends.
+    lease: tuple = ()
 
 
 @dataclass(frozen=True)

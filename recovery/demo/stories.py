@@ -112,7 +112,10 @@ REVIEW = (
 
 # Delivering, delivered, undone, rejected, held.
 DELIVERY = (
-    # Approved and waiting for a worker; and one in flight.
+    # Approved and waiting for a worker (a running worker sends it within seconds); and one in
+    # flight: a worker on another machine (worker-demo-1) holds its call, and the demo holds that
+    # lease open for an hour so it can be seen (a real lease lasts the cluster's timeout plus
+    # 5 s); the sweeper makes it unknown when the lease ends, as for a lost worker.
     Story(
         "Fly-tipping",
         "G. Evans",
@@ -140,8 +143,17 @@ DELIVERY = (
                 "crm.create_enquiry",
                 "crm",
                 1.1,
-                ((0, "approve", "revision 1"), (0.1, "submit", "claimed by worker-demo-1")),
+                (
+                    (0, "approve", "revision 1"),
+                    (
+                        0.1,
+                        "submit",
+                        "claimed by worker-demo-1 on another machine; the demo holds "
+                        "its lease for an hour",
+                    ),
+                ),
                 attempts=(Call(1.15, "", took=None),),
+                lease=("system:worker-demo-1", 60),
             ),
             Step(1.12, "submit", WORKER),
         ),

@@ -166,3 +166,20 @@ def test_every_record_the_demo_names_is_at_the_sandbox(db, sandbox, monkeypatch)
     assert sorted(r["id"] for r in found.json()["results"]) == sorted(
         duplicates.result["duplicates"]
     )
+
+
+def test_a_sweep_right_after_seeding_leaves_the_in_flight_example_in_flight(demo):
+    """The demo's call in flight holds a live lease (a worker on another machine): the sweep
+    `recover` runs does not make it unknown."""
+    from django.utils import timezone
+
+    from ledger.sweeper import sweep
+
+    in_flight = list(Operation.objects.filter(state=Op.SUBMITTED))
+    assert len(in_flight) == 1
+    op = in_flight[0]
+    assert op.lease_owner and op.lease_expires_at > timezone.now()
+    report = sweep(actor="system:tests")
+    assert report.lost_in_flight == []
+    op.refresh_from_db()
+    assert op.state == Op.SUBMITTED and op.enquiry.state == EnquiryState.SUBMITTED
