@@ -233,7 +233,9 @@ DELIVERY = (
             Step(31, "reject", "reviewer", "test submission, not a real enquiry"),
         ),
     ),
-    # The document store is paused, with one read held for the backlog review.
+    # The document store is paused, with one read held for the backlog review: approved and
+    # waiting, and it stays so (the sweeper leaves held work alone) until an admin resumes the
+    # store and releases its backlog.
     Story(
         "Photos of the damage",
         "F. Khan",

@@ -183,3 +183,22 @@ def test_a_sweep_right_after_seeding_leaves_the_in_flight_example_in_flight(demo
     assert report.lost_in_flight == []
     op.refresh_from_db()
     assert op.state == Op.SUBMITTED and op.enquiry.state == EnquiryState.SUBMITTED
+
+
+def test_a_sweep_right_after_seeding_leaves_the_held_approved_example_waiting(demo):
+    """The demo's durable "approved, waiting" example is the read held by the paused document
+    store (the page says why it waits): a sweep neither sends it nor changes it. The CRM write
+    approved a few minutes ago ("Fly-tipping") is due, and a sweep queues it: a running worker
+    sends it, as the story says."""
+    from ledger.sweeper import sweep
+
+    held = list(Operation.objects.filter(state=Op.APPROVED, held=True))
+    assert len(held) == 1
+    op = held[0]
+    assert op.integration.paused and op.integration.pause_reason
+    report = sweep(actor="system:tests")
+    assert str(op.pk) not in report.executions_enqueued + report.held
+    op.refresh_from_db()
+    assert (op.state, op.held, op.attempt_count) == (Op.APPROVED, True, 0)
+    due = Operation.objects.get(enquiry__subject="Fly-tipping", action="crm.create_enquiry")
+    assert str(due.pk) in report.executions_enqueued
