@@ -85,12 +85,24 @@ class Command(BaseCommand):
         parser.add_argument("--sandbox-port", type=int, default=8765)
         parser.add_argument("--no-sandbox", action="store_true")
         parser.add_argument(
+            "--sandbox-data", default=None, help="the sandbox's SQLite file: var/sandbox.sqlite3"
+        )
+        parser.add_argument(
             "--no-mail", action="store_true", help="do not start the local e-mail relay"
         )
         parser.add_argument("--mail-dir", default=None, help="where it keeps messages: var/mail")
 
     def handle(
-        self, *args, host, port, sandbox_port, no_sandbox, no_mail=False, mail_dir=None, **options
+        self,
+        *args,
+        host,
+        port,
+        sandbox_port,
+        no_sandbox,
+        no_mail=False,
+        mail_dir=None,
+        sandbox_data=None,
+        **options,
     ):
         local_mail = not no_mail and settings.EMAIL_HOST in LOCAL_HOSTS
         if local_mail:
@@ -115,7 +127,7 @@ class Command(BaseCommand):
                 "--port",
                 str(sandbox_port),
                 "--data",
-                str(base / "var" / "sandbox.sqlite3"),
+                sandbox_data or str(base / "var" / "sandbox.sqlite3"),
             ]
         if local_mail:
             # The demo's notification integration sends e-mail here (NOTIFY_KIND=smtp): a
