@@ -20,6 +20,7 @@ from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revisio
 from ledger import journal
 from ledger.models import Attempt, Integration, Operation, payload_hash
 from ledger.receipt import FAILURES_FOR_A_PERSON
+from ledger.services.proposals import acknowledgement_payload
 from recovery.demo import steps as on
 from recovery.demo.stories import POLICIES, STORIES
 from recovery.models import ResponsePolicy
@@ -186,6 +187,10 @@ class Player:
         action = step.action
         revision = enquiry.approved_revision or enquiry.current_revision
         payload = {"reference": enquiry.reference, "revision": revision}
+        if action == "notify.send":
+            # The acknowledgement as intake proposes it (to, template, reference): what a
+            # retry sends, and what the demo's confirmed one was made with at the destination.
+            payload = acknowledgement_payload(enquiry)
         with at(self.moment(step.minutes)):
             op = Operation.objects.create(
                 enquiry=enquiry,

@@ -1,10 +1,11 @@
 """The records the demo's stories name, made at the destination the console shows.
 
-A story that names a CRM record (confirmed as CRM-…, two records found for one reference) has
-it made at the CRM integration's destination, through the integration's own connector, when
-its write is played; the story's placeholder names are replaced by the IDs the destination
-returned, in everything the seed writes (operation, attempts, journal). `make run` seeds after
-the sandbox answers, so every record a page names is there.
+A story that names a record (a CRM record confirmed as CRM-…, two found for one reference, an
+acknowledgement confirmed as MSG-…) has it made at its integration's destination, through the
+integration's own connector (an e-mail integration sends the message), when its write is
+played; the story's names are replaced by the IDs the destination returned, in everything the
+seed writes (operation, attempts, journal). `make run` seeds after the sandbox and the e-mail
+relay start, so every record a page names is there.
 """
 
 from __future__ import annotations

@@ -204,6 +204,7 @@ DELIVERY = (
                     (0.2, "confirm", "202"),
                 ),
                 external_id="MSG-5512",
+                records=("MSG-5512",),
                 attempts=(Call(10.35, "success", status=202),),
             ),
             ProposeCompensation(

@@ -137,7 +137,7 @@ def test_every_record_the_demo_names_is_at_the_sandbox(db, sandbox, monkeypatch)
     from ledger.models import Attempt, Integration, JournalEntry
 
     ensure_integrations()
-    Integration.objects.filter(name="crm").update(base_url=sandbox.url, token="")
+    Integration.objects.filter(name__in=("crm", "notify")).update(base_url=sandbox.url, token="")
     monkeypatch.setenv("DEMO_PASSWORD", "demo-pass-for-records")
     call_command("seed_demo", make_records=True, stdout=io.StringIO())
 
@@ -158,6 +158,16 @@ def test_every_record_the_demo_names_is_at_the_sandbox(db, sandbox, monkeypatch)
         answer = requests.get(f"{sandbox.url}/crm/enquiries/{record}", timeout=10)
         assert answer.status_code == 200, record
     assert sandbox.stats()["crm"]["total"] == 4
+    messages = set(
+        Operation.objects.filter(action="notify.send")
+        .exclude(external_id="")
+        .values_list("external_id", flat=True)
+    )
+    assert len(messages) == 1 and not any(m.startswith("MSG-") for m in messages), messages
+    for message in messages:
+        answer = requests.get(f"{sandbox.url}/notify/messages/{message}", timeout=10)
+        assert answer.status_code == 200, message
+    assert sandbox.stats()["notify"]["total"] == 1
     duplicates = crm.get(attention="duplicate_records")
     reference = duplicates.enquiry.reference
     found = requests.get(
