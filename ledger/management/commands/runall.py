@@ -1,12 +1,12 @@
 """`make run`: the whole product in one command, stopped cleanly by Ctrl-C.
 
-This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, starts the
-sandbox, seeds a demo database once (its CRM records made at that sandbox: seed_demo
---make-records), then supervises the sandbox, a local e-mail relay (when EMAIL_HOST is this
-machine: every message it receives is kept in var/mail/*.eml), a django-q2 cluster and the web
-server. If any
-child dies, everything stops: a half-running product is worse than a stopped one. If this
-process itself dies, even by SIGKILL, each child is sent SIGTERM (on Linux), for the same reason.
+This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, and supervises
+the sandbox, a local e-mail relay (when EMAIL_HOST is this machine: every message it receives is
+kept in var/mail/*.eml), a django-q2 cluster and the web server. A new database is seeded with the
+demo once the sandbox and the relay are started and before the cluster is, so the records its
+stories name are made there (seed_demo --make-records). If any child dies, everything stops: a half-
+running product is worse than a stopped one. If this process itself dies, even by SIGKILL, each
+child is sent SIGTERM (on Linux), for the same reason.
 """
 
 import ctypes
