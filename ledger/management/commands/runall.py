@@ -4,8 +4,8 @@ This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrate
 the sandbox, a local e-mail relay (when EMAIL_HOST is this machine: every message it receives is
 kept in var/mail/*.eml), a django-q2 cluster and the web server. A new database is seeded with the
 demo once the sandbox and the relay are started and before the cluster is, so the records its
-stories name are made there (seed_demo --make-records). If any child dies, everything stops: a half-
-running product is worse than a stopped one. If this process itself dies, even by SIGKILL, each
+stories name are made there (seed_demo --make-records). If any child dies, everything stops: a
+half-running product is worse than a stopped one. If this process itself dies, even by SIGKILL, each
 child is sent SIGTERM (on Linux), for the same reason.
 """
 
