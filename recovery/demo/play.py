@@ -20,6 +20,7 @@ from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revisio
 from ledger import journal
 from ledger.models import Attempt, Integration, Operation, payload_hash
 from ledger.receipt import FAILURES_FOR_A_PERSON
+from ledger.services.proposals import acknowledgement_payload
 from recovery.demo import steps as on
 from recovery.demo.stories import POLICIES, STORIES
 from recovery.models import ResponsePolicy
@@ -36,13 +37,28 @@ def at(moment):
 class Player:
     """Plays one story: creates its enquiry, then each step at its minute."""
 
-    def __init__(self, story, *, now, users, categories, integrations):
+    def __init__(self, story, *, now, users, categories, integrations, make_records=None):
         self.story = story
+        # (operation, how many) -> the IDs the destination gave; None: names stay as written.
+        self.make_records = make_records
+        self.names = {}  # a record's name in the story -> its ID at the destination
         self.t = now - timedelta(hours=story.hours_ago)
         self.users = users
         self.integrations = integrations
         self.category = categories[story.category] if story.category else None
         self.ops = {}  # action -> the story's operation, for a later step that names it
+
+    def named(self, value):
+        """``value`` with each record's story name replaced by its ID at the destination."""
+        if isinstance(value, str):
+            for name, real in self.names.items():
+                value = value.replace(name, real)
+            return value
+        if isinstance(value, dict):
+            return {k: self.named(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.named(v) for v in value)
+        return value
 
     def moment(self, minutes):
         return self.t + timedelta(minutes=minutes)
@@ -108,7 +124,9 @@ class Player:
     def step(self, step):
         with at(self.moment(step.minutes)), transaction.atomic():
             getattr(self.enquiry, step.name)(
-                actor=self.actor(step.actor), reason=step.reason, evidence=step.evidence or {}
+                actor=self.actor(step.actor),
+                reason=self.named(step.reason),
+                evidence=self.named(step.evidence or {}),
             )
             self.enquiry.save()
 
@@ -169,6 +187,10 @@ class Player:
         action = step.action
         revision = enquiry.approved_revision or enquiry.current_revision
         payload = {"reference": enquiry.reference, "revision": revision}
+        if action == "notify.send":
+            # The acknowledgement as intake proposes it (to, template, reference): what a
+            # retry sends, and what the demo's confirmed one was made with at the destination.
+            payload = acknowledgement_payload(enquiry)
         with at(self.moment(step.minutes)):
             op = Operation.objects.create(
                 enquiry=enquiry,
@@ -180,25 +202,34 @@ class Player:
                 integration=self.integrations[step.integration],
                 compensates=self.ops[step.compensates] if step.compensates else None,
             )
+        if step.records and self.make_records is not None:
+            made = self.make_records(op, len(step.records))
+            self.names.update(zip(step.records, made, strict=True))
         for offset, name, reason, *who in step.transitions:
             actor = self.actor(who[0]) if who else (on.SEED if name == "approve" else on.WORKER)
             with at(self.moment(step.minutes + offset)), transaction.atomic():
-                getattr(op, name)(actor=actor, reason=reason)
+                getattr(op, name)(actor=actor, reason=self.named(reason))
                 op.save()
         Operation.objects.filter(pk=op.pk).update(
             attention=step.attention,
-            external_id=step.external_id,
+            external_id=self.named(step.external_id),
             held=step.held,
             last_error_class=step.error[0],
             last_error_message=step.error[1],
             attempt_count=op.attempts.count(),
-            result=step.result or {},
+            result=self.named(step.result or {}),
         )
+        if step.lease:
+            worker, minutes = step.lease
+            seeded = self.t + timedelta(hours=self.story.hours_ago)
+            Operation.objects.filter(pk=op.pk).update(
+                lease_owner=worker, lease_expires_at=seeded + timedelta(minutes=minutes)
+            )
         op.refresh_from_db()
         self.ops[action] = op
         for call in step.attempts:
             self.call(op, call)
-        found = (step.result or {}).get("duplicates")
+        found = self.named((step.result or {}).get("duplicates"))
         if found:
             # As the engine journals a look-up that found more than one (the dashboard counts it).
             lookup = op.attempts.filter(kind="lookup").order_by("-number").first()
@@ -230,7 +261,7 @@ class Player:
                 "idempotency_key": op.idempotency_key,
             },
             response_status=call.status,
-            response_body=call.body,
+            response_body=self.named(call.body),
             error_class=call.error_class,
             error_message=call.error_message,
             outcome=call.outcome,
@@ -306,8 +337,12 @@ def finish(played):
             )
 
 
-def seed_work(now=None):
-    """Play every story, each dated back from ``now`` (default: the real time)."""
+def seed_work(now=None, *, make_records=None):
+    """Play every story, each dated back from ``now`` (default: the real time).
+
+    ``make_records``: makes the records the stories name at the destination (demo.records
+    .at_destination, what `make run` passes); None leaves the stories' own names, which no
+    destination holds (test databases)."""
     now = now or timezone.now()
     usernames = ["coordinator", "reviewer", "admin"]
     users = {u.username: u for u in get_user_model().objects.filter(username__in=usernames)}
@@ -319,7 +354,12 @@ def seed_work(now=None):
     played = []
     for story in STORIES:
         player = Player(
-            story, now=now, users=users, categories=categories, integrations=integrations
+            story,
+            now=now,
+            users=users,
+            categories=categories,
+            integrations=integrations,
+            make_records=make_records,
         )
         played.append((story, player.play()))
     finish(played)

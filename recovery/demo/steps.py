@@ -105,6 +105,12 @@ class Write:
     held: bool = False
     compensates: str | None = None
     result: dict | None = None  # what the engine kept (a look-up's duplicates)
+    # The records the destination holds for this write, by the names the story uses for them:
+    # made there when the story is played (demo.records), each name replaced by the real ID.
+    records: tuple = ()
+    # In flight: (worker, minutes after the seed) it holds the call's lease until. A worker on
+    # another host is never declared gone, so the sweeper leaves it until the lease ends.
+    lease: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,10 @@ REVIEW = (
 
 # Delivering, delivered, undone, rejected, held.
 DELIVERY = (
-    # Approved and waiting for a worker; and one in flight.
+    # Approved and waiting for a worker (a running worker sends it within seconds); and one in
+    # flight: a worker on another machine (worker-demo-1) holds its call, and the demo holds that
+    # lease open for an hour so it can be seen (a real lease lasts the cluster's timeout plus
+    # 5 s); the sweeper makes it unknown when the lease ends, as for a lost worker.
     Story(
         "Fly-tipping",
         "G. Evans",
@@ -140,8 +143,17 @@ DELIVERY = (
                 "crm.create_enquiry",
                 "crm",
                 1.1,
-                ((0, "approve", "revision 1"), (0.1, "submit", "claimed by worker-demo-1")),
+                (
+                    (0, "approve", "revision 1"),
+                    (
+                        0.1,
+                        "submit",
+                        "claimed by worker-demo-1 on another machine; the demo holds "
+                        "its lease for an hour",
+                    ),
+                ),
                 attempts=(Call(1.15, "", took=None),),
+                lease=("system:worker-demo-1", 60),
             ),
             Step(1.12, "submit", WORKER),
         ),
@@ -169,6 +181,7 @@ DELIVERY = (
                     (52, "confirm", "found CRM-18870 in the CRM by hand", "coordinator"),
                 ),
                 external_id="CRM-18870",
+                records=("CRM-18870",),
                 attempts=(
                     Call(
                         10.15,
@@ -191,6 +204,7 @@ DELIVERY = (
                     (0.2, "confirm", "202"),
                 ),
                 external_id="MSG-5512",
+                records=("MSG-5512",),
                 attempts=(Call(10.35, "success", status=202),),
             ),
             ProposeCompensation(
@@ -220,7 +234,9 @@ DELIVERY = (
             Step(31, "reject", "reviewer", "test submission, not a real enquiry"),
         ),
     ),
-    # The document store is paused, with one read held for the backlog review.
+    # The document store is paused, with one read held for the backlog review: approved and
+    # waiting, and it stays so (the sweeper leaves held work alone) until an admin resumes the
+    # store and releases its backlog.
     Story(
         "Photos of the damage",
         "F. Khan",

@@ -217,6 +217,7 @@ TROUBLE = (
                     (1.2, "confirm", "reconciled: the CRM holds CRM-20431 for this reference"),
                 ),
                 external_id="CRM-20431",
+                records=("CRM-20431",),
                 attempts=(
                     timed_out(15.15),
                     lookup(16.2, "found", status=200, body='[{"id": "CRM-20431"}]'),
@@ -271,6 +272,7 @@ TROUBLE = (
                 attention="duplicate_records",
                 error=("uncertain", "ReadTimeout"),
                 result={"duplicates": ["CRM-19001", "CRM-19002"]},
+                records=("CRM-19001", "CRM-19002"),
                 attempts=(
                     timed_out(5.2, "ReadTimeout"),
                     lookup(

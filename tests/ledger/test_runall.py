@@ -202,3 +202,78 @@ def test_make_run_passes_port_through():
 
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     assert "manage.py runall $(if $(PORT),--port $(PORT))" in makefile
+
+
+def test_make_run_seeds_the_records_its_demo_names_at_its_sandbox(tmp_path):
+    """runall starts its sandbox and e-mail relay before seeding, and the seed makes there every
+    record the demo names: each ID on a demo CRM operation (confirmed, or found twice) answers
+    200 at that sandbox, whose look-up finds the duplicate pair under its one reference, and
+    the relay kept the one acknowledgement the demo names as sent."""
+    import requests
+
+    from ledger import notices
+    from ledger.models import Operation
+
+    sandbox_port = free_port()
+    sandbox = f"http://127.0.0.1:{sandbox_port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": child_database_url(),
+        "PYTHONUNBUFFERED": "1",
+        "SANDBOX_URL": sandbox,
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(free_port()),
+    }
+    mail_dir = tmp_path / "mail"
+    log = tmp_path / "runall.log"
+    with log.open("w") as out:
+        runall = psutil.Popen(
+            [
+                sys.executable,
+                "manage.py",
+                "runall",
+                "--port",
+                str(free_port()),
+                "--sandbox-port",
+                str(sandbox_port),
+                "--sandbox-data",
+                str(tmp_path / "sandbox.sqlite3"),
+                "--mail-dir",
+                str(mail_dir),
+            ],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
+    started = []
+    try:
+        _wait_for_line(log, "Handover is running on", runall)
+        started = runall.children(recursive=True)
+        crm = Operation.objects.filter(integration__name="crm", enquiry__isnull=False)
+        named = set()
+        for op in crm.exclude(enquiry__subject__in=("Fly-tipping", "Pothole outside school")):
+            named.update(op.records_observed())
+        assert len(named) == 4, named  # two confirmed by the stories, two found for one
+        with requests.Session() as http:
+            http.trust_env = False
+            for record in named:
+                answer = http.get(f"{sandbox}/crm/enquiries/{record}", timeout=10)
+                assert answer.status_code == 200, (record, answer.text)
+            pair = crm.get(attention="duplicate_records")
+            found = http.get(
+                f"{sandbox}/crm/enquiries", params={"reference": pair.enquiry.reference}, timeout=10
+            ).json()["results"]
+        assert sorted(r["id"] for r in found) == sorted(pair.result["duplicates"])
+        # The confirmed acknowledgement was sent to make run's e-mail relay, which kept it.
+        sent = Operation.objects.get(
+            action="notify.send", state="confirmed", enquiry__subject="Broken window latch"
+        )
+        message_id = notices.message_id(sent.idempotency_key)
+        kept = [f for f in mail_dir.glob("*.eml") if message_id in f.read_text()]
+        assert len(kept) == 1, (message_id, sent.external_id)
+        runall.send_signal(signal.SIGTERM)
+        runall.wait(timeout=GONE_WITHIN_S)
+        _assert_none_left(started, log)
+    finally:
+        _kill_leftovers(runall, started)

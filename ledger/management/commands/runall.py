@@ -1,11 +1,12 @@
 """`make run`: the whole product in one command, stopped cleanly by Ctrl-C.
 
-This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, seeds a demo
-database once, then supervises the sandbox, a local e-mail relay (when EMAIL_HOST is this
-machine: every message it receives is kept in var/mail/*.eml), a django-q2 cluster and the web
-server. If any
-child dies, everything stops: a half-running product is worse than a stopped one. If this
-process itself dies, even by SIGKILL, each child is sent SIGTERM (on Linux), for the same reason.
+This process holds the embedded PostgreSQL (when DATABASE_URL is unset), migrates, and supervises
+the sandbox, a local e-mail relay (when EMAIL_HOST is this machine: every message it receives is
+kept in var/mail/*.eml), a django-q2 cluster and the web server. A new database is seeded with the
+demo once the sandbox and the relay are started and before the cluster is, so the records its
+stories name are made there (seed_demo --make-records). If any child dies, everything stops: a
+half-running product is worse than a stopped one. If this process itself dies, even by SIGKILL, each
+child is sent SIGTERM (on Linux), for the same reason.
 """
 
 import ctypes
@@ -84,12 +85,24 @@ class Command(BaseCommand):
         parser.add_argument("--sandbox-port", type=int, default=8765)
         parser.add_argument("--no-sandbox", action="store_true")
         parser.add_argument(
+            "--sandbox-data", default=None, help="the sandbox's SQLite file: var/sandbox.sqlite3"
+        )
+        parser.add_argument(
             "--no-mail", action="store_true", help="do not start the local e-mail relay"
         )
         parser.add_argument("--mail-dir", default=None, help="where it keeps messages: var/mail")
 
     def handle(
-        self, *args, host, port, sandbox_port, no_sandbox, no_mail=False, mail_dir=None, **options
+        self,
+        *args,
+        host,
+        port,
+        sandbox_port,
+        no_sandbox,
+        no_mail=False,
+        mail_dir=None,
+        sandbox_data=None,
+        **options,
     ):
         local_mail = not no_mail and settings.EMAIL_HOST in LOCAL_HOSTS
         if local_mail:
@@ -100,8 +113,6 @@ class Command(BaseCommand):
         from django.contrib.auth import get_user_model
 
         seeded = not get_user_model().objects.exists()
-        if seeded:
-            call_command("seed_demo")
         call_command("collectstatic", interactive=False, verbosity=0)
         base = settings.BASE_DIR
         env = dict(os.environ)
@@ -116,7 +127,7 @@ class Command(BaseCommand):
                 "--port",
                 str(sandbox_port),
                 "--data",
-                str(base / "var" / "sandbox.sqlite3"),
+                sandbox_data or str(base / "var" / "sandbox.sqlite3"),
             ]
         if local_mail:
             # The demo's notification integration sends e-mail here (NOTIFY_KIND=smtp): a
@@ -147,6 +158,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             for name, cmd in children.items():
+                if name == "workers" and seeded:
+                    # The sandbox is up (started first): the demo makes the CRM records its
+                    # stories name there, before any worker or page sees the stories.
+                    call_command("seed_demo", make_records=not no_sandbox)
                 # Own process group: Ctrl-C reaches the children through us, not directly.
                 procs[name] = subprocess.Popen(
                     cmd,

@@ -27,7 +27,16 @@ CATEGORIES = [
 class Command(BaseCommand):
     help = "Create demo users, categories, integrations and enquiries (demo databases only)."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--make-records",
+            action="store_true",
+            help="make the CRM records the stories name at the CRM integration's destination "
+            "(which must answer; make run starts the sandbox first); without it the stories name "
+            "records no destination holds",
+        )
+
+    def handle(self, *args, make_records=False, **options):
         users = get_user_model().objects
         if users.exclude(username__in=DEMO_USERS).exists():
             raise CommandError("This database has real users; seed_demo is for demo databases.")
@@ -51,15 +60,19 @@ class Command(BaseCommand):
                     },
                 )
             ensure_integrations()
-            self.seed_enquiries()
+            self.seed_enquiries(make_records)
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
         for username in DEMO_USERS:
             self.stdout.write(f"  login: {username} / {password}")
 
-    def seed_enquiries(self):
+    def seed_enquiries(self, make_records):
         """Grows with the console: at least one enquiry in every state, TEST-001 among them."""
         from recovery.demo import seed_work
+        from recovery.demo.records import DestinationUnavailable, at_destination
 
         if Enquiry.objects.filter(reference="TEST-001").exists():
             return
-        seed_work()
+        try:
+            seed_work(make_records=at_destination if make_records else None)
+        except DestinationUnavailable as exc:
+            raise CommandError(str(exc)) from exc
