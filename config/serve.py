@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from config.lifetime import die_with_parent
+
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("handover.web")
 
@@ -118,16 +120,6 @@ def access_logged(app):
     return wrapped
 
 
-def _stop_with_parent() -> None:
-    """Linux: this process is sent SIGTERM when the parent dies, even by SIGKILL."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def serve_one(sock: socket.socket, opts: argparse.Namespace) -> None:
     """One process: load the application, then serve ``sock`` until SIGTERM."""
     import importlib
@@ -169,9 +161,10 @@ def main(argv=None) -> int:
     sockets = [bind(opts.listen) for _ in range(opts.processes)]
     children: list[int] = []
     for own in sockets:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: default signal handling, then serve until told to stop
-            _stop_with_parent()
+            die_with_parent(signal.SIGTERM, parent)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:
