@@ -9,7 +9,8 @@ gunicorn's gthread worker, which this replaces, read bodies in its threads: eigh
 connections that declared a body and stopped sending held every thread of a 2 x 4 server
 (docs/reliability.md, "Slow clients").
 
-One waitress process runs Python on one core, so ``WEB_PROCESSES`` processes (2 by default)
+One waitress process runs Python on one core, and waitress has no multi-process mode of its own
+(its ``serve`` is one process), so ``WEB_PROCESSES`` processes (2 by default)
 listen on the same address, each on its own socket (SO_REUSEPORT), bound here before they are
 started; the kernel hands each new connection to one of them. Each process loads the Django
 application itself, after the fork, so no database connection is ever shared. If one of them
