@@ -97,6 +97,11 @@ def connection_url(settings_dict) -> str:
     """A DATABASE_URL naming the database a connection uses (a test run's own one too), for
     child processes: workers, web servers and sandboxes that tests and the drill start."""
     s = settings_dict
+    if s.get("ENGINE") == EMBEDDED_ENGINE and not s.get("HOST"):
+        # No connection yet: the embedded server's address (started now if need be).
+        from config.embedded.base import embedded_address
+
+        s = {**s, **embedded_address()}
     auth = quote(s["USER"] or "", safe="")
     if s.get("PASSWORD"):
         auth += ":" + quote(s["PASSWORD"], safe="")

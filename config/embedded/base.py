@@ -12,7 +12,7 @@ import threading
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
-from django.db.backends.postgresql import base
+from django.db.backends.postgresql import base, client
 
 from config.db import embedded_database_url
 
@@ -25,22 +25,33 @@ def embedded_address() -> dict[str, str]:
     with _starting:
         if not _started:
             url = embedded_database_url(settings.BASE_DIR)
-            os.environ.setdefault("DATABASE_URL", url)
+            if not os.environ.get("DATABASE_URL"):  # unset or empty: this server, for children
+                os.environ["DATABASE_URL"] = url
             parts = urlsplit(url)
             host = parse_qs(parts.query).get("host", [parts.hostname or ""])[0]
             _started.update(HOST=host, PORT=str(parts.port or ""))
     return dict(_started)
 
 
+class DatabaseClient(client.DatabaseClient):
+    """``manage.py dbshell``: psql is given the server's address, started if need be."""
+
+    def runshell(self, parameters):
+        self.connection.find_server()
+        super().runshell(parameters)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
-    def __init__(self, settings_dict, *args, **kwargs):
-        super().__init__(settings_dict, *args, **kwargs)
-        self._embedded = not settings_dict.get("HOST")
+    client_class = DatabaseClient
+
+    def find_server(self) -> None:
+        """Start (or join) the embedded server and put its address in this connection's
+        settings. The settings dict is shared by every connection to this alias (and copied
+        into a test database's): filling it in once gives each of them, and
+        config.db.connection_url, the server's real address."""
+        if not self.settings_dict.get("HOST"):
+            self.settings_dict.update(embedded_address())
 
     def get_connection_params(self):
-        if self._embedded:
-            # The settings dict is shared by every connection to this alias (and copied into a
-            # test database's): filling it in once gives each of them, and connection_url(),
-            # the server's real address.
-            self.settings_dict.update(embedded_address())
+        self.find_server()
         return super().get_connection_params()

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 LOAD = """
@@ -28,7 +30,23 @@ print(json.dumps({
 """
 
 
-def _load_settings(**env: str) -> dict:
+CONNECT = """
+import json, os, sys
+import django
+django.setup()
+from django.db import connection
+before = "pgserver" in sys.modules
+with connection.cursor() as cursor:
+    cursor.execute("SELECT 1")
+print(json.dumps({
+    "before": before,
+    "host": connection.settings_dict["HOST"],
+    "database_url": os.environ.get("DATABASE_URL"),
+}))
+"""
+
+
+def _load_settings(script: str = LOAD, **env: str) -> dict:
     full_env = {
         key: value
         for key, value in os.environ.items()
@@ -39,7 +57,7 @@ def _load_settings(**env: str) -> dict:
         DJANGO_SETTINGS_MODULE="config.settings", SECRET_KEY="x", DATABASE_URL="", **env
     )
     result = subprocess.run(
-        [sys.executable, "-c", LOAD],
+        [sys.executable, "-c", script],
         cwd=ROOT,
         env=full_env,
         capture_output=True,
@@ -71,3 +89,13 @@ def test_production_installs_no_test_equipment():
 def test_a_test_run_installs_the_test_equipment_unless_told_not_to():
     """The tests' own processes (pytest sets PYTEST_VERSION) have the apps by default."""
     assert {"sandbox", "harness"} <= set(_load_settings(HANDOVER_TESTING="1")["apps"])
+
+
+@pytest.mark.slow
+def test_the_first_connection_starts_the_embedded_server():
+    """The embedded server under var/pgdata (as `make run` uses it): started by the first
+    query, and its address handed on to child processes through DATABASE_URL."""
+    connected = _load_settings(CONNECT)
+    assert connected["before"] is False
+    assert connected["host"]  # the server's socket directory, filled in on connecting
+    assert connected["database_url"].startswith("postgresql://postgres")
