@@ -99,3 +99,11 @@ def test_the_first_connection_starts_the_embedded_server():
     assert connected["before"] is False
     assert connected["host"]  # the server's socket directory, filled in on connecting
     assert connected["database_url"].startswith("postgresql://postgres")
+
+
+def test_check_deploy_warns_when_the_test_equipment_is_installed():
+    """A test run installs it, so the check speaks; without it (HANDOVER_DEV_TOOLS=0),
+    tests/foundation/test_settings.py's production check --deploy is clean."""
+    from config.checks import no_test_equipment
+
+    assert [message.id for message in no_test_equipment(None)] == ["handover.W202"]
