@@ -7,8 +7,8 @@ start, as are the drill's clusters and web servers and the tests' clusters; Bott
 benchmarks start plain ones. The commands themselves are built here once each:
 ``sandbox_command`` (``python -m sandbox``), ``qcluster_command`` (``manage.py qcluster``) and
 ``web_command`` (``python -m config.serve``); a child that must stop with its starter takes
-``config.lifetime``'s ``stop_with`` as its ``preexec_fn``. Standard library only (and
-``config.lifetime``, which is too), so nothing here loads Django or the product.
+``config.lifetime``'s ``stop_with`` as its ``preexec_fn``. Standard library only, so nothing
+here loads Django or the product.
 """
 
 from __future__ import annotations
