@@ -17,7 +17,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 # make run PORT=8010: the web server's port (8000 by default).
 run: $(VENV)/.installed .env
-	$(PY) manage.py runall $(if $(PORT),--port $(PORT))
+	HANDOVER_DEV_TOOLS=1 $(PY) manage.py runall $(if $(PORT),--port $(PORT))
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -47,7 +47,7 @@ screenshots: $(VENV)/.installed
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py drill $(DRILL_ARGS)
+	HANDOVER_DEV_TOOLS=1 $(PY) manage.py drill $(DRILL_ARGS)
 
 clean:
 	rm -rf $(VENV) var staticfiles

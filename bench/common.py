@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from harness.processes import Child
+from harness.processes import Child, qcluster_command, sandbox_command
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "handover_bench"
@@ -52,14 +52,12 @@ def child(name: str, command: list[str], env: dict | None, log_path: Path) -> Ch
 
 def sandbox_child(port: int, data_file: Path, log_path: Path) -> Child:
     """``python -m sandbox`` on ``port`` keeping its state in ``data_file``."""
-    command = [sys.executable, "-m", "sandbox", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--data", str(data_file)]
-    return child("sandbox", command, None, log_path)
+    return child("sandbox", sandbox_command(port, data_file), None, log_path)
 
 
 def cluster_child(env: dict, log_path: Path) -> Child:
     """``manage.py qcluster`` with ``env`` (``child_env``)."""
-    return child("qcluster", [sys.executable, "manage.py", "qcluster"], env, log_path)
+    return child("qcluster", qcluster_command(), env, log_path)
 
 
 def percentile(values, pct: float) -> float:

@@ -136,10 +136,10 @@ class Soak(Traffic, Chaos, Accounting):
         from django.contrib.auth.models import Group
 
         from harness.drill.processes import Cluster, WebServer, child_environment, new_secret
+        from harness.sandbox_process import SandboxProcess
         from ledger.integrations import ensure_integrations
         from ledger.models import Integration
         from recovery.models import ResponsePolicy
-        from sandbox.testing import SandboxProcess
 
         User = get_user_model()
         self.reviewer = User.objects.create_user("soak-reviewer")

@@ -60,3 +60,19 @@ def intake_secret_is_private(app_configs, **kwargs):
             )
         )
     return found
+
+
+@register(deploy=True)
+def no_test_equipment(app_configs, **kwargs):
+    """Production installs neither the sandbox nor the harness (config/settings.py)."""
+    installed = [app for app in ("sandbox", "harness") if app in settings.INSTALLED_APPS]
+    if not installed:
+        return []
+    return [
+        Warning(
+            f"Test equipment is installed ({', '.join(installed)}): `manage.py runall`, "
+            "`drill` and `runsandbox` exist on this node.",
+            hint="Set HANDOVER_DEV_TOOLS=0 (and DEBUG=0) in production.",
+            id="handover.W202",
+        )
+    ]

@@ -12,6 +12,13 @@ until the idle timeout, or longer while they were renewed. This server adds, per
   sent for the longest time), so a request from anyone else is accepted at once while idle
   connections exist. A connection whose request is being served is never shed.
 
+waitress has no public hook at accept, nor a public way to build its server on a socket bound
+elsewhere: ``GuardedServer`` subclasses its ``TcpWSGIServer`` and reads its channels
+(``active_channels``, ``will_close``, ``requests``, ``last_activity``, ``addr``), and
+``create_guarded_server`` passes the socket as ``waitress.create_server`` itself does.
+tests/foundation/test_library_pins.py pins each of these, so an upgrade that changes one fails
+there, not in production.
+
 What was refused or shed is logged as counts, at most every ``REPORT_EVERY_S`` seconds, never
 with client addresses. Behind a reverse proxy every connection comes from the proxy's address:
 see README.md, Production, for what the proxy must bound itself.

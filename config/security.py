@@ -56,6 +56,11 @@ def client_ip(request):
     Behind ``TRUSTED_PROXY_COUNT`` trusted reverse proxies the client is that many entries from the
     right of X-Forwarded-For (each proxy appends the address it saw); entries further left are
     whatever the client sent and are never trusted. Without proxies, REMOTE_ADDR alone.
+
+    Not django-axes' ipware settings (AXES_IPWARE_PROXY_COUNT): django-ipware is not installed,
+    and its proxy count wants the exact chain length and ranks addresses by publicness, so a
+    client that prepends entries gets None or its own invented address back, where this
+    counts from the right. tests/foundation/test_library_pins.py pins that axes calls this.
     """
     proxies = getattr(settings, "TRUSTED_PROXY_COUNT", 0)
     if proxies:

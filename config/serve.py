@@ -9,7 +9,8 @@ gunicorn's gthread worker, which this replaces, read bodies in its threads: eigh
 connections that declared a body and stopped sending held every thread of a 2 x 4 server
 (docs/reliability.md, "Slow clients").
 
-One waitress process runs Python on one core, so ``WEB_PROCESSES`` processes (2 by default)
+One waitress process runs Python on one core, and waitress has no multi-process mode of its own
+(its ``serve`` is one process), so ``WEB_PROCESSES`` processes (2 by default)
 listen on the same address, each on its own socket (SO_REUSEPORT), bound here before they are
 started; the kernel hands each new connection to one of them. Each process loads the Django
 application itself, after the fork, so no database connection is ever shared. If one of them
@@ -27,6 +28,8 @@ import socket
 import sys
 import time
 from pathlib import Path
+
+from config.lifetime import die_with_parent
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("handover.web")
@@ -118,16 +121,6 @@ def access_logged(app):
     return wrapped
 
 
-def _stop_with_parent() -> None:
-    """Linux: this process is sent SIGTERM when the parent dies, even by SIGKILL."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def serve_one(sock: socket.socket, opts: argparse.Namespace) -> None:
     """One process: load the application, then serve ``sock`` until SIGTERM."""
     import importlib
@@ -169,9 +162,10 @@ def main(argv=None) -> int:
     sockets = [bind(opts.listen) for _ in range(opts.processes)]
     children: list[int] = []
     for own in sockets:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: default signal handling, then serve until told to stop
-            _stop_with_parent()
+            die_with_parent(signal.SIGTERM, parent)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:

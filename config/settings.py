@@ -4,12 +4,11 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
-from config.db import database_url
+from config.db import database_settings
 from config.env import (
     env_address,
     env_bool,
@@ -48,9 +47,13 @@ INSTALLED_APPS = [
     # After ledger: a command in an earlier app wins, and ledger's `qcluster` (a cluster that
     # stops when told, ledger/management/commands/qcluster.py) must replace django-q2's.
     "django_q",
-    "sandbox",
-    "harness",
 ]
+# Test equipment, for development and the tests only: the sandbox (runsandbox) and the harness
+# (runall, drill, runmailserver). `make run` and `make drill` set HANDOVER_DEV_TOOLS=1; a
+# production install has neither app (nor needs requirements-dev.txt).
+DEV_TOOLS = env_bool("HANDOVER_DEV_TOOLS", DEBUG or TESTING)
+if DEV_TOOLS:
+    INSTALLED_APPS += ["sandbox", "harness"]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -95,13 +98,15 @@ TEMPLATES = [
 
 # Persistent connections: a view that inserts one row served ~1,400 req/s with them and ~115
 # without on a 2-core machine; django-q2 drained ~490 no-op tasks/s with them and ~45 without.
-_db = dj_database_url.parse(
-    database_url(BASE_DIR),
+# DATABASE_URL, or (unset) the embedded PostgreSQL, started by the first connection, never here
+# (config/db.py, config/embedded/base.py).
+_db = database_settings(
+    BASE_DIR,
     conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
     conn_health_checks=True,
 )
 _db.setdefault("OPTIONS", {})
-if "host" in _db["OPTIONS"]:  # the embedded server listens on a socket directory
+if "host" in _db["OPTIONS"]:  # a server on a socket directory (an embedded one's URL too)
     _db["HOST"] = _db["OPTIONS"].pop("host")
 _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_handover")}
 # Bounded waits, set when each connection starts (libpq's options: no round trip per request).

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import fcntl
 import glob
 import hashlib
@@ -19,13 +18,17 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+# preexec_fn of every child here: it gets SIGTERM when the thread that started it dies, even by
+# SIGKILL, so a killed test run leaves nothing running (a migrate, a gunicorn).
+from config.db import handles_lock
+from config.lifetime import die_with_parent
 
 VERSION = "1.35.0"
 GUNICORN_VERSION = "27.0.1"
@@ -255,7 +258,6 @@ def embedded_postgres(home: Path) -> Postgres:
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         import pgserver
-        from pgserver.postgres_server import PostgresServer
     except ImportError as exc:
         raise PrerequisiteMissing(
             "start PostgreSQL",
@@ -264,7 +266,7 @@ def embedded_postgres(home: Path) -> Postgres:
         ) from exc
     data = home / "pgdata"
     home.mkdir(parents=True, exist_ok=True)
-    with PostgresServer._lock:  # the lock pgserver itself takes around its record of users
+    with handles_lock():  # what pgserver itself locks around its record of users
         _forget_dead_handles(data)
     try:
         server = pgserver.get_server(data)
@@ -277,15 +279,15 @@ def embedded_postgres(home: Path) -> Postgres:
         # Registered after pgserver's own exit handler, so it runs first: a process killed while
         # this one ran must not keep the server alive after this one, the last user, is gone.
         _forgetting_at_exit.add(data)
-        atexit.register(_forget_dead_handles_locked, data, PostgresServer._lock)
+        atexit.register(_forget_dead_handles_locked, data)
     return Postgres.from_url(server.get_uri())
 
 
 _forgetting_at_exit: set[Path] = set()
 
 
-def _forget_dead_handles_locked(data: Path, lock) -> None:
-    with lock:
+def _forget_dead_handles_locked(data: Path) -> None:
+    with handles_lock():
         _forget_dead_handles(data)
 
 
@@ -461,14 +463,3 @@ def tail(path: Path) -> str:
     except OSError as exc:
         return f"(no log: {exc})"
     return text or "(empty)"
-
-
-def die_with_parent() -> None:
-    # Runs in the child before exec. Linux's PR_SET_PDEATHSIG: the child gets SIGTERM when the
-    # thread that started it dies, even by SIGKILL, so a killed test run leaves nothing running
-    # (a migrate, a gunicorn). Elsewhere nothing: stop() and the exit handler still stop it.
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -1,11 +1,14 @@
 """The one way test equipment starts, waits for and talks to another process: a free port, a
 bounded poll, a child process with its output in a log file, and a JSON call to its control API.
 
-``Child`` is the one process wrapper: the sandbox's test helper (``sandbox.testing``) and the
-fault proxy (``harness.faultproxy.process``) are Childs that build their command at start, as
-are the drill's clusters and web servers and the tests' clusters; BottleCRM and the benchmarks
-start plain ones. Standard library only, so ``sandbox.testing`` stays free of Django and of the
-product.
+``Child`` is the one process wrapper: the sandbox's test helper (``harness.sandbox_process``)
+and the fault proxy (``harness.faultproxy.process``) are Childs that build their command at
+start, as are the drill's clusters and web servers and the tests' clusters; BottleCRM and the
+benchmarks start plain ones. The commands themselves are built here once each:
+``sandbox_command`` (``python -m sandbox``), ``qcluster_command`` (``manage.py qcluster``) and
+``web_command`` (``python -m config.serve``); a child that must stop with its starter takes
+``config.lifetime``'s ``stop_with`` as its ``preexec_fn``. Standard library only, so nothing
+here loads Django or the product.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +31,29 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 CONTROL_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_CHARS = 4000
+
+
+def sandbox_command(
+    port: int, data: str | os.PathLike[str], *, host: str = "127.0.0.1", token: str | None = None
+) -> list[str]:
+    """``python -m sandbox`` on ``host:port``, keeping its state in the SQLite file ``data``."""
+    command = [sys.executable, "-m", "sandbox", "--host", host, "--port", str(port)]
+    command += ["--data", str(data)]
+    if token:
+        command += ["--token", token]
+    return command
+
+
+def qcluster_command(*options: str) -> list[str]:
+    """``manage.py qcluster`` (ledger's: a cluster that stops when told), run from the project
+    root (``Child``'s default ``cwd``)."""
+    return [sys.executable, "manage.py", "qcluster", *options]
+
+
+def web_command(listen: str, *options: str) -> list[str]:
+    """The product's web server, ``python -m config.serve --listen host:port`` (waitress)."""
+    return [sys.executable, "-m", "config.serve", "--listen", listen, *options]
+
 
 # Calls to a child go straight to the local process, never through an environment proxy.
 _opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -5,8 +5,10 @@ five-minute window. We need the window from settings and a clock a test can set 
 vector is from 2021), so we do not call it: the timestamp is checked here against ``now`` and the
 tolerance (``_timestamp_problem``), and the expected signature comes from the package's public
 ``Webhook.sign`` (secret decoding, the signed content, the HMAC), compared in constant time with
-each v1 entry of the header. Nothing here depends on the package's private methods, so an upgrade
-cannot change the window behind our back.
+each v1 entry of the header. Nothing here uses the package's private methods or attributes, so
+an upgrade cannot change the window behind our back. ``sign`` of a body that is not UTF-8 (the
+package signs text only) takes the HMAC key from the secret as the specification defines it
+(``secret_key``); tests/foundation/test_library_pins.py checks it is the package's key.
 """
 
 import base64
@@ -166,14 +168,28 @@ def _refused(reason: str, details=()) -> SignatureRefused:
     return SignatureRefused(reason)
 
 
+SECRET_PREFIX = "whsec_"
+
+
+def secret_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks secret: the base64 after the ``whsec_`` prefix (the
+    specification's format; decoded as the package decodes it, missing padding allowed). The
+    package keeps its decoded key private and has no accessor for it."""
+    return base64.b64decode(secret.removeprefix(SECRET_PREFIX) + "==")
+
+
+def sign_bytes(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """The specification's signature over ``body`` as bytes, whatever they are."""
+    mac = hmac_data(secret_key(secret), f"{msg_id}.{timestamp}.".encode() + body)
+    return f"v1,{base64.b64encode(mac).decode()}"
+
+
 def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     """The `webhook-signature` value for one secret (for senders, docs and tests)."""
-    webhook = Webhook(secret)
     try:
         text = body.decode()
     except UnicodeDecodeError:
         # The package signs text; the spec signs bytes. Tests need bodies that are not UTF-8.
-        mac = hmac_data(webhook._whsecret, f"{msg_id}.{timestamp}.".encode() + body)
-        return f"v1,{base64.b64encode(mac).decode()}"
+        return sign_bytes(secret, msg_id, timestamp, body)
     when = datetime.fromtimestamp(timestamp, tz=UTC)
-    return webhook.sign(msg_id=msg_id, timestamp=when, data=text)
+    return Webhook(secret).sign(msg_id=msg_id, timestamp=when, data=text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import requests
 
-from sandbox.testing import SandboxProcess
+from harness.sandbox_process import SandboxProcess
 
 
 class CannotRun(Exception):

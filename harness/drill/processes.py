@@ -10,13 +10,12 @@ from __future__ import annotations
 import base64
 import os
 import secrets
-import sys
 from pathlib import Path
 
 from django.db import connection
 
 from config.db import connection_url
-from harness.processes import Child, free_port
+from harness.processes import Child, free_port, qcluster_command, web_command
 
 
 class DrillError(RuntimeError):
@@ -56,9 +55,7 @@ class Cluster(Child):
 
     def __init__(self, log_path: Path, env: dict[str, str], *, workers=2, failpoints=()):
         env = {**env, "Q_WORKERS": str(workers), "HANDOVER_FAILPOINTS": ",".join(failpoints)}
-        super().__init__(
-            "cluster", [sys.executable, "manage.py", "qcluster"], env, log_path=log_path
-        )
+        super().__init__("cluster", qcluster_command(), env, log_path=log_path)
 
 
 class WebServer(Child):
@@ -66,17 +63,9 @@ class WebServer(Child):
 
     def __init__(self, log_path: Path, env: dict[str, str], *, workers=2, threads=4):
         self.port = free_port()
-        command = [
-            sys.executable,
-            "-m",
-            "config.serve",
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--processes",
-            str(workers),
-            "--threads",
-            str(threads),
-        ]
+        command = web_command(
+            f"127.0.0.1:{self.port}", "--processes", str(workers), "--threads", str(threads)
+        )
         super().__init__("web", command, env, log_path=log_path)
 
     @property

@@ -60,12 +60,12 @@ from harness.drill.processes import (
 from harness.drill.realcrm import ProxiedCrm, start_bottlecrm
 from harness.drill.results import CaseFailed, CaseResult
 from harness.processes import wait_until
+from harness.sandbox_process import SandboxProcess
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
 from ledger.kinds import HANDOVER, WEBDAV, kind_of
 from ledger.models import Integration, Op, Operation
-from sandbox.testing import SandboxProcess
 
 logger = logging.getLogger("harness.drill")
 

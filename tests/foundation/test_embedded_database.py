@@ -93,3 +93,19 @@ def test_a_killed_user_does_not_keep_the_server_running():
             user = "pgserver" if os.geteuid() == 0 else None  # as pgserver runs it
             pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=pgdata, user=user)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_handles_lock_is_the_one_pgserver_takes():
+    """pgserver has no public lock for its record of users (config.db.handles_lock): what it
+    locks is a fasteners InterProcessLock on its public ``lock_path``. An upgrade that changes
+    either fails here, before a record is edited without pgserver's lock."""
+    import fasteners
+    from pgserver.postgres_server import PostgresServer
+
+    from config.db import handles_lock
+
+    lock = handles_lock()
+    assert isinstance(lock, fasteners.InterProcessLock)
+    assert isinstance(PostgresServer._lock, fasteners.InterProcessLock)
+    paths = {Path(os.fsdecode(held.path)) for held in (lock, PostgresServer._lock)}
+    assert paths == {Path(PostgresServer.lock_path)}

@@ -55,6 +55,7 @@ def test_check_deploy_is_clean_with_production_settings():
         DEBUG="0",
         SECURE="1",
         HANDOVER_TESTING="0",
+        HANDOVER_DEV_TOOLS="0",
         SECRET_KEY="x7$Zq!9wLr2@pVn4#tBm8^sKc6&dHf1*gJy3(uE5)aQo0_iRe-TbWvXzYpNqMlKj",
         ALLOWED_HOSTS="handover.example.org",
         INTAKE_SECRETS='{"website": ["whsec_dGhpcy1pcy1ub3QtdGhlLWRlbW8tc2VjcmV0"]}',

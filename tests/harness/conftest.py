@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from harness.faultproxy import FaultProxy
-from sandbox.testing import SandboxProcess
+from harness.sandbox_process import SandboxProcess
 from tests.ledger.conftest import mail, mail_server  # noqa: F401 (the SMTP relay's fixtures)
 
 TOKEN = "proxy-test-token"

@@ -13,14 +13,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from django.db import transaction
 
-from harness.processes import Child
-from sandbox.testing import SandboxProcess
+from harness.processes import Child, qcluster_command
+from harness.sandbox_process import SandboxProcess
 from tests.conftest import wait_for_condition
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -178,9 +177,7 @@ class ClusterProcess(Child):
     the whole log by default and a test failure when it does not exit."""
 
     def __init__(self, log_path: Path, env: dict[str, str], skip_checks=False):
-        command = [sys.executable, "manage.py", "qcluster"]
-        if skip_checks:
-            command.append("--skip-checks")
+        command = qcluster_command(*(["--skip-checks"] if skip_checks else []))
         super().__init__("cluster", command, env, log_path)
 
     def log(self, tail: int | None = None) -> str:

@@ -183,7 +183,7 @@ def test_sigterm_then_sigkill_still_stops_what_it_started(tmp_path):
 
 def test_the_banner_says_where_the_demo_password_came_from(tmp_path, monkeypatch, settings):
     # Issue 27, defect 11: it said "DEMO_PASSWORD in .env" when it came from the environment.
-    from ledger.management.commands.runall import password_source
+    from harness.management.commands.runall import password_source
 
     settings.BASE_DIR = tmp_path
     monkeypatch.delenv("DEMO_PASSWORD", raising=False)

@@ -70,6 +70,7 @@ def walk_the_steps(empty_database, sandbox, relay):
         {
             # Step 1, the settings (README, "Production").
             "DEBUG": "0",
+            "HANDOVER_DEV_TOOLS": "0",
             "SECRET_KEY": uuid.uuid4().hex * 2,
             "ALLOWED_HOSTS": "handover.council.example",
             "DATABASE_URL": empty_database,

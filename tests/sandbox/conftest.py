@@ -5,7 +5,7 @@ import functools
 import pytest
 import requests
 
-from sandbox.testing import SandboxProcess
+from harness.sandbox_process import SandboxProcess
 from tests.conftest import wait_for_condition
 
 

@@ -3,7 +3,7 @@
 import pytest
 import requests
 
-from sandbox.testing import SandboxProcess
+from harness.sandbox_process import SandboxProcess
 
 pytestmark = pytest.mark.slow  # every test starts a real sandbox process
 

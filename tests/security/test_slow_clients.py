@@ -23,8 +23,7 @@ import subprocess
 import pytest
 import requests
 
-from ledger.management.commands.runall import web_command
-from sandbox.testing import free_port
+from harness.processes import free_port, web_command
 from tests.conftest import wait_for_condition
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 
@@ -57,7 +56,7 @@ def start_web(tmp_path):
         log_path = tmp_path / f"web-{port}.log"
         log = log_path.open("w")
         proc = subprocess.Popen(
-            web_command("127.0.0.1", port),
+            web_command(f"127.0.0.1:{port}", "--access-log"),
             cwd=PROJECT_ROOT,
             env=env,
             stdout=log,

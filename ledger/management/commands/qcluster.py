@@ -24,7 +24,6 @@ This command runs the same cluster with three changes (and names its database co
   PR_SET_PDEATHSIG), so killing the master, or killing the sentinel, takes its workers with it.
 """
 
-import ctypes
 import logging
 import os
 import signal
@@ -36,11 +35,11 @@ from django_q.cluster import Cluster
 from django_q.conf import Conf
 from django_q.management.commands import qcluster
 
+from config import lifetime
 from ledger import worker
 
 log = logging.getLogger("handover.cluster")
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # A graceful stop lets the tasks in hand finish (at most Q_TIMEOUT, then django-q2 kills them
 # itself); beyond that, nothing is waited for.
 STOP_GRACE_SECONDS = Conf.TIMEOUT + 5 if Conf.TIMEOUT else 65
@@ -50,21 +49,15 @@ def die_with_parent() -> None:
     """Fork handlers: a forked child is sent SIGKILL when the process that forked it dies.
 
     The parent's pid is taken before the fork, so a child whose parent died during the fork
-    (before the request could be made) notices and exits too.
+    (before the request could be made) notices and is killed too (config.lifetime).
     """
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return
     parent = {}
 
     def before():
         parent["pid"] = os.getpid()
 
     def after_in_child():
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent.get("pid"):
-            os._exit(1)
+        lifetime.die_with_parent(signal.SIGKILL, parent.get("pid"))
 
     os.register_at_fork(before=before, after_in_child=after_in_child)
 

@@ -1,4 +1,5 @@
-"""Run the sandbox as a real, separate process from tests.
+"""Test equipment: the sandbox (``sandbox/``) as a real, separate process, for tests, the drill
+and the soak.
 
     with SandboxProcess() as sandbox:
         sandbox.start(tmp_path / "sandbox.sqlite3")
@@ -10,17 +11,17 @@ The child is ``python -m sandbox`` (no Django), its output goes to ``<data>.log`
 data file. ``SandboxProcess`` is a ``harness.processes.Child`` (the one process wrapper of the
 test equipment: ``stop()``, ``kill()``, ``running``, ``pid``, ``log_path`` are its), and, like
 it, uses only the standard library, so this helper adds no dependency to the tests that use it.
-Test equipment: product code never imports it.
+It lives in ``harness`` so that the sandbox itself imports nothing of Handover's (product code
+never imports it either).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from harness.processes import Child, control_call, free_port
+from harness.processes import Child, control_call, free_port, sandbox_command
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,19 +114,7 @@ class SandboxProcess(Child):
     def _launch(self) -> None:
         if self.data_path is None or self.port is None:
             raise SandboxError("sandbox not started")
-        self.command = [
-            sys.executable,
-            "-m",
-            "sandbox",
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--data",
-            str(self.data_path),
-        ]
-        if self.token:
-            self.command += ["--token", self.token]
+        self.command = sandbox_command(self.port, self.data_path, host=self.host, token=self.token)
         self.env = _child_environment()
         self.log_path = self.data_path.with_name(self.data_path.name + ".log")
         super().start()

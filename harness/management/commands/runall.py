@@ -7,9 +7,12 @@ demo once the sandbox and the relay are started and before the cluster is, so th
 stories name are made there (seed_demo --make-records). If any child dies, everything stops: a
 half-running product is worse than a stopped one. If this process itself dies, even by SIGKILL, each
 child is sent SIGTERM (on Linux), for the same reason.
+
+Development only, like the sandbox and the relay it starts: it is a command of ``harness``,
+installed for development and the tests only (config/settings.py, DEV_TOOLS). A
+production deployment runs the web server and the cluster itself (docs/deploy/*.service).
 """
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -20,30 +23,13 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
+from config.lifetime import stop_with
+from harness.processes import qcluster_command, sandbox_command, web_command
+
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 # How long the children have to stop after SIGTERM: the cluster's in-flight tasks finish first
 # (each is bounded by its connector's timeout); an idle product stops in about a second.
 STOP_SECONDS = 15
-
-
-def stop_with(parent: int):
-    """A preexec_fn: the child is sent SIGTERM when ``parent`` dies, however it dies.
-
-    Linux's PR_SET_PDEATHSIG; where there is no prctl, nothing (Ctrl-C still stops all). If the
-    parent has already gone by the time the child gets here, the child stops itself.
-    """
-
-    def setup():
-        try:
-            prctl = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            return
-        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return setup
 
 
 def password_source(seeded: bool) -> str:
@@ -61,18 +47,6 @@ def password_source(seeded: bool) -> str:
     # .env does not hold, came from the environment.
     where = "in .env" if in_file == value else "from the environment"
     return f"password: DEMO_PASSWORD {where}, printed above"
-
-
-def web_command(host: str, port: int) -> list[str]:
-    """The web server as `make run` starts it (tests/security/test_slow_clients.py runs it)."""
-    return [
-        sys.executable,
-        "-m",
-        "config.serve",
-        "--listen",
-        f"{host}:{port}",
-        "--access-log",
-    ]
 
 
 class Command(BaseCommand):
@@ -118,17 +92,9 @@ class Command(BaseCommand):
         env = dict(os.environ)
         children = {}
         if not no_sandbox:
-            children["sandbox"] = [
-                sys.executable,
-                "-m",
-                "sandbox",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(sandbox_port),
-                "--data",
-                sandbox_data or str(base / "var" / "sandbox.sqlite3"),
-            ]
+            children["sandbox"] = sandbox_command(
+                sandbox_port, sandbox_data or base / "var" / "sandbox.sqlite3"
+            )
         if local_mail:
             # The demo's notification integration sends e-mail here (NOTIFY_KIND=smtp): a
             # newcomer reads what would have gone out in var/mail/.
@@ -143,10 +109,10 @@ class Command(BaseCommand):
                 "--dir",
                 mail_dir or str(base / "var" / "mail"),
             ]
-        children["workers"] = [sys.executable, "manage.py", "qcluster"]
+        children["workers"] = qcluster_command()
         # waitress, which reads each request whole before a thread sees it: a stalled or slow
         # client cannot hold the server's threads (config/serve.py, docs/reliability.md).
-        children["web"] = web_command(host, port)
+        children["web"] = web_command(f"{host}:{port}", "--access-log")
         procs = {}
         stopping = False
 
