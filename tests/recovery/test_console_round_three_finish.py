@@ -1,0 +1,55 @@
+"""Issue 27, what was left after its first two passes: each test fails on the code before its fix
+(the defect's number is in the test's name)."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+from django.urls import reverse
+
+from ledger.models import Integration, Operation
+
+
+def page_html(response) -> str:
+    assert response.status_code == 200
+    return unescape(response.content.decode())
+
+
+def card_html(html: str, op) -> str:
+    start = html.index(f'id="op-{op.pk}"')
+    end = html.find('<section class="card op', start + 1)
+    return html[start : end if end != -1 else len(html)]
+
+
+def duplicates(story, *records):
+    enquiry = story.enquiry("submission_unknown")
+    op = story.operation("unknown", enquiry=enquiry, attention="duplicate_records")
+    Operation.objects.filter(pk=op.pk).update(result={"duplicates": list(records)})
+    return Operation.objects.get(pk=op.pk)
+
+
+# --- 13: the duplicate item names its records in the coordinator's view, linked ----------------
+
+
+def test_13_the_coordinator_sees_each_duplicate_record_linked_to_the_destination(story, client_for):
+    op = duplicates(story, "CRM-7", "CRM-8")
+    base = Integration.objects.get(name="crm").base_url.rstrip("/")
+    html = page_html(
+        client_for("coordinator").get(reverse("recovery:enquiry", args=[op.enquiry.reference]))
+    )
+    for where in (card_html(html, op), html[html.index('id="answers"') :]):
+        links = re.findall(r'<a class="ref" href="([^"]+)"[^>]*>([^<]+)</a>', where)
+        assert (f"{base}/crm/enquiries/CRM-7", "CRM-7") in links
+        assert (f"{base}/crm/enquiries/CRM-8", "CRM-8") in links
+    assert "Records the CRM holds for it" in html
+
+
+def test_13_a_record_name_that_is_no_path_segment_is_named_without_a_link(story, client_for):
+    op = duplicates(story, "..", "CRM-8")
+    html = page_html(
+        client_for("coordinator").get(reverse("recovery:enquiry", args=[op.enquiry.reference]))
+    )
+    here = card_html(html, op)
+    assert '<span class="ref">..</span>' in here
+    assert re.search(r'<a class="ref" href="[^"]+/crm/enquiries/CRM-8"', here)
