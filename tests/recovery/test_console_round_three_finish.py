@@ -53,3 +53,24 @@ def test_13_a_record_name_that_is_no_path_segment_is_named_without_a_link(story,
     here = card_html(html, op)
     assert '<span class="ref">..</span>' in here
     assert re.search(r'<a class="ref" href="[^"]+/crm/enquiries/CRM-8"', here)
+
+
+# --- 11: the demo's "approved, waiting" example says why it waits -----------------------------
+
+
+def test_11_a_held_operation_says_it_waits_for_the_paused_integration(story, client_for):
+    enquiry = story.enquiry("ready_for_review")
+    op = story.operation(
+        "approved", enquiry=enquiry, action="documents.extract", integration="documents"
+    )
+    Operation.objects.filter(pk=op.pk).update(held=True)
+    Integration.objects.filter(pk=op.integration_id).update(
+        paused=True, pause_reason="store returns other tenants' files"
+    )
+    html = page_html(
+        client_for("coordinator").get(reverse("recovery:enquiry", args=[enquiry.reference]))
+    )
+    here = card_html(html, op)
+    assert "Approved, waiting: held because the Documents integration is paused" in here
+    assert "store returns other tenants' files" in here
+    assert reverse("recovery:backlog", args=[op.integration.name]) in here
