@@ -74,3 +74,25 @@ def test_11_a_held_operation_says_it_waits_for_the_paused_integration(story, cli
     assert "Approved, waiting: held because the Documents integration is paused" in here
     assert "store returns other tenants' files" in here
     assert reverse("recovery:backlog", args=[op.integration.name]) in here
+
+
+# --- 2: every assignment says who made it, when and why, the demo's included -------------------
+
+
+def test_2_the_demos_assignments_are_journalled_so_the_page_says_who_when_and_why(demo):
+    """The demo gave TEST-001 to the coordinator without a journal entry: once its write was
+    reconciled, the page said "assigned; no journal entry says by whom"."""
+    from intake.models import Enquiry
+    from ledger.models import JournalEntry
+    from recovery import ownership
+
+    owned = list(Enquiry.objects.filter(owner__isnull=False))
+    assert owned
+    for enquiry in owned:
+        rows = JournalEntry.objects.filter(enquiry=enquiry).order_by("at", "id")
+        why = ownership.owner_why(True, rows)
+        assert "no journal entry" not in why, enquiry.reference
+    test_001 = JournalEntry.objects.filter(enquiry__reference="TEST-001").order_by("at", "id")
+    assert re.fullmatch(
+        r"assigned by coordinator at .+: “taking it”", ownership.owner_why(True, test_001)
+    )
