@@ -96,3 +96,46 @@ def test_2_the_demos_assignments_are_journalled_so_the_page_says_who_when_and_wh
     assert re.fullmatch(
         r"assigned by coordinator at .+: “taking it”", ownership.owner_why(True, test_001)
     )
+
+
+# --- 14: the queue says what changed owner while it was open -----------------------------------
+
+
+def test_14_an_open_queue_says_what_changed_owner_while_it_was_read(story, people, client_for):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from recovery.models import Queue, ResponsePolicy
+    from recovery.tasks import escalate_overdue
+
+    ResponsePolicy.objects.create(
+        queue=Queue.UNKNOWN,
+        owner=people["coordinator"],
+        backup_owner=people["admin"],
+        response_period=timedelta(hours=2),
+    )
+    op = story.operation("unknown", attention="lookup_failed")
+    coordinator = client_for("coordinator")
+    html = page_html(coordinator.get(reverse("recovery:queue") + "?sort=oldest"))
+    poll = re.search(r'<div id="moved-live" hx-get="([^"]+)" hx-trigger="every 20s"', html)
+    assert poll, "the queue page polls for owner changes"
+    url = poll.group(1)
+    assert "While this page was open" not in page_html(coordinator.get(url))
+    Operation.objects.filter(pk=op.pk).update(state_changed_at=timezone.now() - timedelta(hours=3))
+    assert escalate_overdue() == 1
+    answer = page_html(coordinator.get(url))
+    assert "1 item changed owner from you to the-admin (escalated: overdue)" in answer
+    assert '<a href="/console/?sort=oldest">reload it</a>' in answer
+    # It keeps polling from the same moment, and says it again until the page is reloaded.
+    assert re.search(r'hx-get="[^"]*since=[^"]+" hx-trigger="every 20s"', answer)
+
+
+def test_14_the_poll_takes_no_odd_moment_or_address(client_for):
+    client = client_for("coordinator")
+    assert client.get(reverse("recovery:queue-moved") + "?since=%00").status_code == 400
+    for query in ("", "?since=2026-13-45T00:00", "?since=x&back=//evil.example/"):
+        response = client.get(reverse("recovery:queue-moved") + query)
+        assert response.status_code == 200
+        assert "evil" not in response.content.decode()
+        assert "While this page was open" not in response.content.decode()
