@@ -48,6 +48,11 @@ def test_a_phone_width_window_never_scrolls_sideways(page, story, make_user):  #
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, (path, width)
     page.goto(page.base + item)
+    # The journal scrolls in its own box rather than squeezing a column to a few letters.
+    journal = page.locator("table.journal").last
+    assert journal.evaluate("e => e.scrollWidth > e.clientWidth")
+    for cell in journal.locator("td").all()[:10]:
+        assert cell.bounding_box()["width"] >= 7 * 15 - 1  # 7rem at 15 px
     # The nav is whole, not cut off at the window's edge.
     for link in page.locator("header .nav a").all():
         box = link.bounding_box()
