@@ -44,6 +44,7 @@ screenshots: $(VENV)/.installed
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_documents.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_round_three.py
 	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_review_and_story.py
+	SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/recovery/test_browser_phone.py
 
 drill: $(VENV)/.installed .env
 	$(PY) manage.py migrate --noinput

@@ -52,6 +52,8 @@ class Answers:
     finished: str
     changed: list[str] = field(default_factory=list)
     safe: list[str] = field(default_factory=list)
+    # (system, [Record]) for each write whose destination was seen to hold records for it
+    records: list = field(default_factory=list)
 
 
 def last_attempt(op):
@@ -180,6 +182,29 @@ def external_change(op) -> str:
             return f"No. Cancelled after {tries} that {system} did not accept{status}."
         return f"No. Cancelled before anything reached {system}."
     return f"Not yet: nothing has been sent to {system}."
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record the destination was seen to hold, and where to open it (or "")."""
+
+    id: str
+    url: str = ""
+
+
+def records_at_destination(op) -> list[Record]:
+    """The records ``op.records_observed()`` names, each with the destination's address for it
+    when it has one (the connector's record_url): the page names them and links them."""
+    seen = op.records_observed()
+    if not seen or op.integration is None:
+        return [Record(r) for r in seen]
+    from ledger.kinds import connector_for
+
+    try:
+        connector = connector_for(op)
+    except LookupError:
+        return [Record(r) for r in seen]
+    return [Record(r, connector.record_url(r) or "") for r in seen]
 
 
 def duplicate_advice(op) -> str:
@@ -388,7 +413,11 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         safe = [f"{action_label(crm.action)}: {safe_now(crm)}"]
     if not safe:
         safe = ["Nothing is needed from a person right now."]
-    return Answers(trying=trying, steps=steps, finished=finished, changed=changed, safe=safe)
+    records = [(system_name(op), records_at_destination(op)) for op in writes]
+    records = [(system, found) for system, found in records if found]
+    return Answers(
+        trying=trying, steps=steps, finished=finished, changed=changed, safe=safe, records=records
+    )
 
 
 RUNBOOKS = {

@@ -19,6 +19,7 @@ app_name = "recovery"
 
 urlpatterns = [
     path("console/", queue.queue, name="queue"),
+    path("console/queue-moved/", queue.queue_moved, name="queue-moved"),
     path("console/review/", queue.review_list, name="review"),
     path("console/review/<str:reference>/", items.review_detail, name="review-item"),
     path(

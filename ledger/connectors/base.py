@@ -233,3 +233,8 @@ class Connector:
     def lookup(self, operation) -> LookupResult:
         """Default for reads: nothing to look up, repeating is safe."""
         return LookupResult(repeatable=True)
+
+    def record_url(self, external_id: str) -> str | None:
+        """Where a person can open a record the destination holds, or None (it has no such
+        address): the console links the records it names."""
+        return None

@@ -7,7 +7,15 @@ from ledger.connectors.base import CallResult, Connector, ConnectorError, Lookup
 ENQUIRIES = ("crm", "enquiries")
 
 
-class CrmCreateConnector(Connector):
+class CrmRecords:
+    def record_url(self, external_id):
+        try:
+            return self.url(http.path(*ENQUIRIES, external_id))
+        except ConnectorError:
+            return None
+
+
+class CrmCreateConnector(CrmRecords, Connector):
     def request_summary(self, operation):
         return {
             **super().request_summary(operation),
@@ -42,7 +50,7 @@ class CrmCreateConnector(Connector):
         return LookupResult(found=found, status=response.status, body=response.summary())
 
 
-class CrmCloseConnector(Connector):
+class CrmCloseConnector(CrmRecords, Connector):
     def request_summary(self, operation):
         return {
             **super().request_summary(operation),

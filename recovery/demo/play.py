@@ -79,7 +79,17 @@ class Player:
         for step in self.story.steps:
             handlers[type(step)](step)
         if self.story.owner:
-            Enquiry.objects.filter(pk=self.enquiry.pk).update(owner=self.users[self.story.owner])
+            # The owner took it a minute after its last event, through the service: the journal
+            # says who gave it to whom, when and why, as for any assignment.
+            from django.db.models import Max
+
+            from intake.services import assign_enquiry
+            from ledger.models import JournalEntry
+
+            last = JournalEntry.objects.filter(enquiry=self.enquiry).aggregate(at=Max("at"))["at"]
+            owner = self.users[self.story.owner]
+            with at((last or self.t) + timedelta(minutes=1)):
+                assign_enquiry(self.enquiry.pk, actor=owner, reason="taking it", owner=owner)
         if self.story.receipt_error:
             Enquiry.objects.filter(pk=self.enquiry.pk).update(
                 receipt_pending=True,

@@ -144,6 +144,7 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     op.visited = _visited(journal, "ledger.operation", str(op.pk))
     op.system = explain.system_name(op)
     op.explain_changed = explain.external_change(op)
+    op.records = explain.records_at_destination(op)
     # When the evidence behind "why a person is needed" was observed (a 501 an hour old reads
     # differently from one a second old).
     op.attention_seen = explain.seen_at(explain.last_lookup(op) or explain.last_attempt(op))

@@ -1,6 +1,6 @@
 """The queue, the review queue and the enquiry search: lists, paged, constant queries."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.db.models import (
     Case,
@@ -18,6 +18,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET
 
 from intake.models import Enquiry, EnquiryState, Revision, Suggestion, search_query
@@ -57,13 +58,14 @@ def record_visit(user, queues):
     )
 
 
-def moved_away(user) -> dict | None:
+def moved_away(user, since=None) -> dict | None:
     """Items that changed owner away from this person since they last opened the queue (an
-    escalation, or someone's reassignment): said at the top of the queue, so a list read
-    earlier is not taken to be the same list now. None when nothing moved."""
+    escalation, or someone's reassignment), or since ``since`` (the moment an open page was
+    loaded): said at the top of the queue, so a list read earlier is not taken to be the same
+    list now. None when nothing moved."""
     # One query whatever happened (the queue page counts its queries): the last visit is a
     # subquery, and it is read back with the rows.
-    last = Subquery(
+    last = since or Subquery(
         QueueVisit.objects.filter(user=user)
         .order_by()
         .values("user")
@@ -78,7 +80,7 @@ def moved_away(user) -> dict | None:
             evidence__from=name,
         )
         .exclude(evidence__to=name)
-        .annotate(since=last)
+        .annotate(since=Value(since) if since else last)
         .values_list("subject_id", "evidence__to", "action", "since")
     )
     if not rows:
@@ -97,6 +99,34 @@ def inspected_queues(page, filters) -> list[str]:
     if filters.queue and page.count == 0:
         seen.add(filters.queue)
     return sorted(seen)
+
+
+@require_GET
+@console_view
+def queue_moved(request):
+    """What changed owner away from this person since their open queue page was loaded
+    (``?since=`` its moment, ISO 8601): the page polls this and says so while it is read.
+    Nothing (an empty notice that keeps polling) when nothing moved or ``since`` is not a
+    moment."""
+    since = None
+    raw = request.GET.get("since", "")[:40]
+    if raw and "\x00" not in raw:
+        try:
+            since = parse_datetime(raw)
+        except ValueError:  # well formed, not a date (month 13)
+            since = None
+    if since is not None and timezone.is_naive(since):
+        since = timezone.make_aware(since, UTC)
+    moved = moved_away(request.user, since=since) if since else None
+    # The list to reload: the queue page that polls, with its filters (only a queue address).
+    back = request.GET.get("back", "")[:2000]
+    if not back.startswith("/console/?") or "\x00" in back:
+        back = "/console/"
+    return render(
+        request,
+        "recovery/_queue_moved.html",
+        {"moved_live": moved, "since": since, "back": back},
+    )
 
 
 @require_GET
@@ -127,6 +157,7 @@ def queue(request):
             "filters": filters,
             "notes": notes,
             "moved": moved,
+            "loaded_at": timezone.now(),
             "failure_groups": work.failure_groups(filters),
             "group_label": group_label(filters.group) if filters.group else "",
             "sorts": [(value, label) for value, (label, _sql) in work.SORTS.items()],

@@ -59,6 +59,7 @@ def test_demo_journal_is_stamped_at_each_steps_minute(demo):
         ("ledger.operation.mark_unknown", 744),
         ("intake.enquiry.submit", 744),
         ("intake.enquiry.mark_submission_unknown", 750),
+        ("intake.enquiry.assigned", 810),  # a minute after its last entry: the owner took it
     ]
     attempts = test_001.operations.get().attempts.order_by("number")
     assert [(a.started_at - arrived, a.ended_at - a.started_at) for a in attempts] == [

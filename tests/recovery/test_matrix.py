@@ -28,6 +28,8 @@ SETUP_FORM = {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 400}
 
 MATRIX = {
     "queue": {"GET": ALL, "POST": GET_ONLY},
+    # What changed owner since an open queue page was loaded (the page polls it).
+    "queue-moved": {"GET": ALL, "POST": GET_ONLY},
     "review": {"GET": REVIEWERS, "POST": GET_ONLY},
     "review-item": {"GET": REVIEWERS, "POST": GET_ONLY},
     "enquiries": {"GET": ALL, "POST": GET_ONLY},

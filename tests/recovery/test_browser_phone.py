@@ -1,0 +1,61 @@
+"""Issue 27 (the item's story at a glance, readable at 390 px): in a real headless Chromium, the
+item page and the pages a coordinator reaches from it never scroll sideways on a phone-width
+window. The top bar wraps; a wide table scrolls inside its own box."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from tests.recovery.test_browser import (  # noqa: F401  (fixtures)
+    SCREENSHOTS,
+    chromium,
+    login,
+    page,
+)
+
+pytestmark = [
+    *__import__("tests.recovery.test_browser", fromlist=["pytestmark"]).pytestmark,
+]
+
+
+def test_a_phone_width_window_never_scrolls_sideways(page, story, make_user):  # noqa: F811
+    from ledger import services
+    from ledger.models import Attempt
+
+    coordinator = make_user("coordinator", username="casey")
+    op = story.operation("unknown", attention="lookup_failed")
+    now = timezone.now()
+    for number, (kind, outcome, status) in enumerate(
+        [("call", "uncertain", None), ("lookup", "lookup_failed", 503)], start=1
+    ):
+        Attempt.objects.create(
+            operation=op,
+            number=number,
+            kind=kind,
+            worker="w",
+            outcome=outcome,
+            response_status=status,
+            started_at=now + timedelta(milliseconds=number),
+        )
+    services.reassign_operation(op.pk, actor=coordinator, reason="taking it", owner=coordinator)
+    page.set_viewport_size({"width": 390, "height": 844})
+    login(page, coordinator.username)
+    item = f"/console/enquiries/{op.enquiry.reference}/"
+    for path in (item, "/console/", "/console/enquiries/", "/console/dashboard/"):
+        page.goto(page.base + path)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, (path, width)
+    page.goto(page.base + item)
+    # The journal scrolls in its own box rather than squeezing a column to a few letters.
+    journal = page.locator("table.journal").last
+    assert journal.evaluate("e => e.scrollWidth > e.clientWidth")
+    for cell in journal.locator("td").all()[:10]:
+        assert cell.bounding_box()["width"] >= 7 * 15 - 1  # 7rem at 15 px
+    # The nav is whole, not cut off at the window's edge.
+    for link in page.locator("header .nav a").all():
+        box = link.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (link.inner_text(), box)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "item-phone.png"), full_page=True)
