@@ -77,6 +77,18 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last, as axes asks: turns a lockout into its page
 ]
 
+# The signed webhook endpoint (/intake/events/) goes through this chain instead
+# (config/webhooks.py): MIDDLEWARE less what does nothing for a machine's signed JSON request
+# (session, CSRF, authentication, admin guard, 403 log, messages, framing, CSP, session
+# timeout, login required, axes). The same order; tests/intake/test_webhook_chain.py checks it.
+WEBHOOK_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "config.context.RequestIdMiddleware",
+    "config.busy.DatabaseBusyMiddleware",
+    "config.inputs.RefuseNulMiddleware",
+    "django.middleware.common.CommonMiddleware",  # ALLOWED_HOSTS, as before
+]
+
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 

@@ -1,9 +1,10 @@
 import os
 
-from django.core.wsgi import get_wsgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # A web process: its database connections stop a statement after DB_STATEMENT_TIMEOUT_SECONDS
 # (config/settings.py); workers and commands do not import this module.
 os.environ.setdefault("HANDOVER_WEB", "1")
-application = get_wsgi_application()
+
+from config.webhooks import application
+
+__all__ = ["application"]

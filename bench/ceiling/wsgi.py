@@ -1,6 +1,8 @@
 import os
 
-from django.core.wsgi import get_wsgi_application
-
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.ceiling.settings"
-application = get_wsgi_application()
+# The same routing as the product (config/webhooks.py): the ceiling's view sits at the webhook
+# path, so its requests pass the same short middleware chain as intake's.
+from config.webhooks import application
+
+__all__ = ["application"]
