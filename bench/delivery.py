@@ -83,6 +83,35 @@ def _until_confirmed(count, prefix, timeout, roots, what):
     return elapsed, cpu
 
 
+def noop(_arg):
+    """The transport floor's task: django-q2 hands it over and acknowledges it; it does nothing."""
+    return None
+
+
+def _transport_floor(count: int, roots) -> dict:
+    """What django-q2 alone costs per task on this machine, in the same run: ``count`` tasks
+    that do nothing, queued in one transaction as the ledger queues its own (the ORM broker,
+    ``ledger.queueing``), and the CPU each process spends until the queue is empty. The part of
+    a delivery's CPU no change inside the ledger's code can remove."""
+    from django.db import transaction
+    from django_q.models import OrmQ
+
+    from ledger.queueing import _push, batched
+
+    with transaction.atomic(), batched():
+        for n in range(count):
+            _push("bench.delivery.noop", str(n), None)
+    started = time.perf_counter()
+    with CpuMeter(roots or {}) as cpu:
+        wait_until(lambda: not OrmQ.objects.exists(), timeout=120, interval=0.05, what="no-ops")
+    elapsed = time.perf_counter() - started
+    return {
+        "count": count,
+        "tasks_per_s": round(count / elapsed, 1),
+        "cpu_ms_per_task": cpu.ms_per(count),
+    }
+
+
 def _deliver(count: int, prefix: str, reviewer, timeout: float, roots=None) -> dict:
     from django.db import transaction
 
@@ -172,6 +201,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 )
             per_s = median([r["confirmed_per_s"] for r in runs])
             base = median([r["baseline_per_s"] for r in runs])
+            floor = _transport_floor(args.deliveries, roots)
             results["delivery"] = {
                 "confirmed_per_s": round(per_s, 1),
                 "baseline_per_s": round(base, 1),
@@ -181,6 +211,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 "operations_per_run": args.deliveries,
                 "q_workers": args.q_workers,
                 "cpu_ms_per_op": median_cpu(runs, "cpu_ms_per_op"),
+                "transport_floor": floor,
                 "runs": runs,
             }
         if "reconciliation" in sections:

@@ -185,6 +185,17 @@ def table(results: dict) -> str:
                 f"duplicates {d['duplicates']}, missing {d['missing']}; {_cpu(d)}",
             )
         )
+        floor = d.get("transport_floor")
+        if floor:
+            rows.append(
+                (
+                    "django-q2 no-op tasks/s",
+                    f"{floor['tasks_per_s']:.0f}",
+                    "",
+                    "",
+                    "the transport floor of a delivery; " + _cpu(floor, "cpu_ms_per_task", "task"),
+                )
+            )
     r = results.get("reconciliation")
     if r:
         rows.append(

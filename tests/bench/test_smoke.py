@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 KEYS = {
     "intake": {"events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms"},
-    "delivery": {"confirmed_per_s", "baseline_per_s", "ratio", "duplicates"},
+    "delivery": {"confirmed_per_s", "baseline_per_s", "ratio", "duplicates", "transport_floor"},
     "reconciliation": {"reconciled_per_s", "baseline_per_s", "ratio"},
     "queue_page": {
         "operations",
