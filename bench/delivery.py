@@ -49,19 +49,67 @@ def _confirmed(prefix: str) -> int:
     ).count()
 
 
+def _in_flight() -> bool:
+    """Whether any CRM write is still on its way (approved, submitted or unknown). Read from
+    the partial index ``operation_open`` and stopped at the first row: the poll costs a
+    fraction of a millisecond whatever the size. Counting the confirmed writes of the run by
+    their enquiries' references (a join, 20 times a second) was a third of PostgreSQL's
+    statement time in this section and was charged to ``postgres`` in ``cpu_ms_per_op``
+    (docs/benchmarks.md, issue 29): the bench's cost, not Handover's."""
+    from ledger.models import Op, Operation
+
+    return Operation.objects.filter(
+        action="crm.create_enquiry", state__in=(Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN)
+    ).exists()
+
+
 def _until_confirmed(count, prefix, timeout, roots, what):
     """(seconds from now until ``count`` CRM writes of ``prefix`` are confirmed, the CPU each
-    process spent meanwhile). Counted by the references' prefix: a poll listing every
-    operation's ID sent 600 parameters 20 times a second, CPU taken from the cluster."""
+    process spent meanwhile). Each run starts once the previous one is done, so "no CRM write
+    in flight" is the end of this one; the confirmed writes of ``prefix`` are then counted once
+    (one that failed instead is an error, as a timeout is)."""
     started = time.perf_counter()
     with CpuMeter(roots or {}) as cpu:
         wait_until(
-            lambda: _confirmed(prefix) >= count,
+            lambda: not _in_flight(),
             timeout=timeout,
             interval=0.05,
             what=f"{what} ({prefix}) confirmed",
         )
-    return time.perf_counter() - started, cpu
+    elapsed = time.perf_counter() - started
+    confirmed = _confirmed(prefix)
+    if confirmed < count:
+        raise RuntimeError(f"{what} ({prefix}): {confirmed} of {count} confirmed, none in flight")
+    return elapsed, cpu
+
+
+def noop(_arg):
+    """The transport floor's task: django-q2 hands it over and acknowledges it; it does nothing."""
+    return None
+
+
+def _transport_floor(count: int, roots) -> dict:
+    """What django-q2 alone costs per task on this machine, in the same run: ``count`` tasks
+    that do nothing, queued in one transaction as the ledger queues its own (the ORM broker,
+    ``ledger.queueing``), and the CPU each process spends until the queue is empty. The part of
+    a delivery's CPU no change inside the ledger's code can remove."""
+    from django.db import transaction
+    from django_q.models import OrmQ
+
+    from ledger.queueing import _push, batched
+
+    with transaction.atomic(), batched():
+        for n in range(count):
+            _push("bench.delivery.noop", str(n), None)
+    started = time.perf_counter()
+    with CpuMeter(roots or {}) as cpu:
+        wait_until(lambda: not OrmQ.objects.exists(), timeout=120, interval=0.05, what="no-ops")
+    elapsed = time.perf_counter() - started
+    return {
+        "count": count,
+        "tasks_per_s": round(count / elapsed, 1),
+        "cpu_ms_per_task": cpu.ms_per(count),
+    }
 
 
 def _deliver(count: int, prefix: str, reviewer, timeout: float, roots=None) -> dict:
@@ -153,6 +201,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 )
             per_s = median([r["confirmed_per_s"] for r in runs])
             base = median([r["baseline_per_s"] for r in runs])
+            floor = _transport_floor(args.deliveries, roots)
             results["delivery"] = {
                 "confirmed_per_s": round(per_s, 1),
                 "baseline_per_s": round(base, 1),
@@ -162,6 +211,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 "operations_per_run": args.deliveries,
                 "q_workers": args.q_workers,
                 "cpu_ms_per_op": median_cpu(runs, "cpu_ms_per_op"),
+                "transport_floor": floor,
                 "runs": runs,
             }
         if "reconciliation" in sections:

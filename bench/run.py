@@ -185,6 +185,17 @@ def table(results: dict) -> str:
                 f"duplicates {d['duplicates']}, missing {d['missing']}; {_cpu(d)}",
             )
         )
+        floor = d.get("transport_floor")
+        if floor:
+            rows.append(
+                (
+                    "django-q2 no-op tasks/s",
+                    f"{floor['tasks_per_s']:.0f}",
+                    "",
+                    "",
+                    "the transport floor of a delivery; " + _cpu(floor, "cpu_ms_per_task", "task"),
+                )
+            )
     r = results.get("reconciliation")
     if r:
         rows.append(
@@ -236,9 +247,13 @@ def table(results: dict) -> str:
         )
     la = results.get("latency")
     if la:
+        met = la.get("offered_met", True)
         rows.append(
             (
-                "approval to confirmed p99",
+                "approval to confirmed p99"
+                + (
+                    "" if met else f" at {la['achieved_offered_per_s']:.1f}/s, NOT the offered rate"
+                ),
                 f"{la['p99_ms']:.0f} ms",
                 "",
                 "",

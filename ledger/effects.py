@@ -12,6 +12,7 @@ from django.utils import timezone
 from intake.models import Document, EnquiryState, Suggestion
 from ledger import journal
 from ledger.connectors.base import CallResult
+from ledger.execution.locking import save_changed
 
 S = EnquiryState
 
@@ -47,7 +48,7 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
                 reason=f"CRM record {result.external_id} confirmed",
                 evidence={"operation": str(operation.pk), "external_id": result.external_id},
             )
-            enquiry.save()
+            save_changed(enquiry)
     elif action == "crm.close_enquiry":
         journal.record(
             operation.enquiry,
@@ -83,7 +84,7 @@ def on_unknown(operation, *, enquiry, actor, reason):
         enquiry.mark_submission_unknown(
             actor=actor, reason=reason, evidence={"operation": str(operation.pk)}
         )
-        enquiry.save()
+        save_changed(enquiry)
 
 
 def on_failed(operation, *, enquiry, actor, attention, message):
@@ -96,7 +97,7 @@ def on_failed(operation, *, enquiry, actor, attention, message):
                 reason=f"CRM write did not happen: {message}"[:500],
                 evidence={"operation": str(operation.pk), "attention": attention},
             )
-            enquiry.save()
+            save_changed(enquiry)
     elif action == "suggest.category":
         # Bounded retry, then `unresolved`: the review queue takes it from here.
         if not Suggestion.objects.filter(
@@ -204,4 +205,4 @@ def _document(operation):
 def _ready_for_review(enquiry, actor, reason):
     if enquiry.state == S.VALIDATED:
         enquiry.mark_ready_for_review(actor=actor, reason=reason)
-        enquiry.save()
+        save_changed(enquiry)

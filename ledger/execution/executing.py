@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ledger import effects, failpoints, http, journal, limits
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
-from ledger.execution.locking import lock_operation
+from ledger.execution.locking import lock_operation, save_changed
 from ledger.execution.outcomes import (
     clear_lease,
     come_back,
@@ -121,7 +121,7 @@ def claim(op_id):
                 reason=f"the approval of revision {op.revision} no longer stands",
                 evidence={"approved_revision": enquiry.approved_revision},
             )
-            op.save()
+            save_changed(op)
             return None
         number = op.attempt_count + 1
         connector = connector_for(op)
@@ -143,7 +143,7 @@ def claim(op_id):
             op.attempt_count = number
             op.last_attempted_at = now
             fail_operation(op, enquiry, actor, "payload_mismatch", attempt.error_message)
-            op.save()
+            save_changed(op)
             return None
         if limits.applies(integration, now):
             later = limits.admission(integration, now=now)
@@ -158,14 +158,14 @@ def claim(op_id):
         op.lease_expires_at = now + timedelta(seconds=lease_seconds())
         op.next_attempt_at = None
         op.submit(actor=actor, reason=f"attempt {number}", evidence={"attempt": number})
-        op.save()
+        save_changed(op)
         if op.action == "crm.create_enquiry" and enquiry.state == "approved":
             enquiry.submit(
                 actor=actor,
                 reason=f"sending revision {op.revision} to the CRM",
                 evidence={"operation": str(op.pk), "attempt": number},
             )
-            enquiry.save()
+            save_changed(enquiry)
     shortcut = effects.already_done(op)
     return op, attempt, shortcut
 
@@ -230,11 +230,11 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
                     f"{budget} in {delay:g}s",
                     evidence={"error_class": "transient", "delay_seconds": delay},
                 )
-                op.save()
+                save_changed(op)
                 enqueue(op, EXECUTE, at=op.next_attempt_at)
                 return "retry scheduled"
             fail_operation(op, enquiry, actor, "retry_budget_exhausted", error.message)
-            op.save()
+            save_changed(op)
             return "failed (budget)"
         if kind is ErrorKind.UNCERTAIN and error.attention:
             # The destination answered, but in a way no look-up can settle: a person.
@@ -252,12 +252,12 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             # fail the same way: the maintainer looks first. The retry budget is untouched.
             op.budget_used = max(op.budget_used - 1, 0)
             fail_operation(op, enquiry, actor, "internal_error", error.message)
-            op.save()
+            save_changed(op)
             return "failed (internal error)"
         if kind is ErrorKind.AUTH:
             attention = "access_denied" if op.action == "documents.extract" else "auth"
             fail_operation(op, enquiry, actor, attention, error.message)
-            op.save()
+            save_changed(op)
             # A document whose access was removed is that document's problem, not the
             # integration's credentials: only a real auth refusal tells the owner so.
             if op.integration is not None and attention == "auth":
@@ -277,7 +277,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
         # An answer that settles the read for good (a changed document) says so by its code.
         op.result = {**op.result, **error.evidence}
         fail_operation(op, enquiry, actor, error.attention or "invalid", error.message)
-        op.save()
+        save_changed(op)
         return "failed (invalid)"
 
 
@@ -302,7 +302,7 @@ def _throttled(op, enquiry, error: ConnectorError, actor) -> str:
             f"{op.integration or 'the destination'} answered {error.status} (wait) {in_a_row} "
             f"times in a row; last: {error.message[:200]}",
         )
-        op.save()
+        save_changed(op)
         return "failed (throttled too often)"
     if op.integration is not None and error.status is None:
         # No status: our own limit gave no turn in time; the destination said nothing.
@@ -322,6 +322,6 @@ def _throttled(op, enquiry, error: ConnectorError, actor) -> str:
             "throttled_until": until.isoformat(),
         },
     )
-    op.save()
+    save_changed(op)
     enqueue(op, EXECUTE, at=until)
     return "throttled"

@@ -6,6 +6,7 @@ revision edits never wait on each other in a circle.
 
 from __future__ import annotations
 
+import copy
 import functools
 
 from django.db import connection
@@ -56,7 +57,55 @@ class _RowReader:
         for i, converters in self.converters:
             for convert in converters:
                 values[i] = convert(values[i], self.fields[i], connection)
-        return self.model.from_db(connection.alias, self.names, values)
+        instance = self.model.from_db(connection.alias, self.names, values)
+        _remember(instance, self.names, values)
+        return instance
+
+
+# What a row held when it was read here: save_changed() writes only the columns that differ.
+_LOADED = "_handover_loaded"
+
+
+def _remember(instance, names, values):
+    # A JSON value is copied: a dict changed in place must still differ from what was read.
+    setattr(
+        instance,
+        _LOADED,
+        {
+            name: copy.deepcopy(value) if isinstance(value, dict | list) else value
+            for name, value in zip(names, values, strict=True)
+        },
+    )
+
+
+def save_changed(instance):
+    """Save what changed since the row was read by lock_operation/read_operation: an UPDATE of
+    those columns (and ``updated_at``), none when nothing changed. Whatever set them (a
+    django-fsm transition sets the state, its timestamp and, for some, ``closed_at`` or
+    ``attention``; the engine sets the rest), they are found by comparing, so none is left
+    out. An instance read any other way is saved whole, as ``save()`` does.
+
+    The whole-row UPDATE rewrote every column: for an enquiry that means recomputing its
+    stored search vector (intake.models.Enquiry.search_vector) on every transition, and for
+    both a statement of 25-30 columns to build and send (docs/benchmarks.md, issue 29).
+    """
+    loaded = getattr(instance, _LOADED, None)
+    if loaded is None:
+        instance.save()
+        return
+    changed = [
+        name
+        for name, before in loaded.items()
+        if name != "updated_at" and getattr(instance, name) != before
+    ]
+    if not changed:
+        return
+    fields = {f.attname: f.name for f in instance._meta.concrete_fields}
+    update_fields = [fields[name] for name in changed]
+    if "updated_at" in fields:
+        update_fields.append("updated_at")
+    instance.save(update_fields=update_fields)
+    _remember(instance, list(loaded), [getattr(instance, name) for name in loaded])
 
 
 def _conditions(filters) -> str:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from ledger import effects, journal, limits, storable
 from ledger.connectors.base import CallResult, ConnectorError
+from ledger.execution.locking import save_changed
 from ledger.models import Attempt
 from ledger.policies import policy_for
 from ledger.queueing import RECONCILE, enqueue
@@ -70,7 +71,7 @@ def confirm_operation(op, enquiry, result: CallResult, actor, reason):
         reason=reason,
         evidence={"external_id": op.external_id, "status": result.status},
     )
-    op.save()
+    save_changed(op)
     effects.on_success(op, result, enquiry=enquiry, actor=actor)
 
 
@@ -112,7 +113,7 @@ def fail_operation(op, enquiry, actor, attention, message):
         reason=f"{attention}: {message}"[:1000],
         evidence={"attention": attention, "owner_id": op.owner_id},
     )
-    op.save()
+    save_changed(op)
     effects.on_failed(op, enquiry=enquiry, actor=actor, attention=attention, message=message)
 
 
@@ -121,7 +122,7 @@ def to_unknown(op, enquiry, actor, reason, evidence=None):
     clear_lease(op)
     op.mark_unknown(actor=actor, reason=reason, evidence=evidence or {})
     schedule_reconcile(op, actor=actor)
-    op.save()
+    save_changed(op)
     effects.on_unknown(op, enquiry=enquiry, actor=actor, reason=reason)
 
 
@@ -139,7 +140,7 @@ def schedule_reconcile(op, *, actor, at=None):
         needs_person(op, actor, "lookup_unavailable", f"{integration} cannot be looked up")
         return
     op.next_attempt_at = at
-    op.save()
+    save_changed(op)
     enqueue(op, RECONCILE, at=at)
 
 
@@ -147,7 +148,7 @@ def needs_person(op, actor, attention, reason):
     op.attention = attention
     op.next_attempt_at = None
     # Routed by the response policy of its queue (recovery.ownership), like fail_operation.
-    op.save()
+    save_changed(op)
     journal.record(
         op,
         "ledger.operation.needs_person",

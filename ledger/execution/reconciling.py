@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ledger import journal, limits
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
-from ledger.execution.locking import lock_operation, read_operation
+from ledger.execution.locking import lock_operation, read_operation, save_changed
 from ledger.execution.outcomes import (
     clear_lease,
     come_back,
@@ -237,6 +237,6 @@ def _retry_after_lookup(op, enquiry, actor, why) -> Lookup:
         reason=f"{why}; retrying with the same key",
         evidence={"idempotency_key": op.idempotency_key},
     )
-    op.save()
+    save_changed(op)
     enqueue(op, EXECUTE)
     return Lookup.RETRYING

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 KEYS = {
     "intake": {"events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms"},
-    "delivery": {"confirmed_per_s", "baseline_per_s", "ratio", "duplicates"},
+    "delivery": {"confirmed_per_s", "baseline_per_s", "ratio", "duplicates", "transport_floor"},
     "reconciliation": {"reconciled_per_s", "baseline_per_s", "ratio"},
     "queue_page": {
         "operations",
@@ -45,6 +45,7 @@ KEYS = {
         "capacity_per_s",
         "offered_per_s",
         "achieved_offered_per_s",
+        "offered_met",
         "approvals_behind_schedule",
         "lag_p99_ms",
     },
@@ -189,3 +190,4 @@ def test_quick_latency_reports_the_achieved_rate_beside_the_offered(tmp_path):
     assert latency["approvers"] == 4
     assert 0 <= latency["approvals_behind_schedule"] <= latency["count"]
     assert "achieved" in stdout
+    assert ("NOT the offered rate" in stdout) is not latency["offered_met"]

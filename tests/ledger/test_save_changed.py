@@ -1,0 +1,190 @@
+"""The engine writes only the columns a step changed (``ledger.execution.locking.save_changed``)
+and never leaves one out.
+
+A django-fsm transition sets more than the state (its timestamp; ``closed_at`` for an enquiry
+confirmed, ``attention`` for an operation confirmed), and the engine sets the rest. Each path of
+the engine is run here one step at a time (one transaction), and every operation and enquiry it
+saved is read back: each field of the instance, as the step left it, must be what the row holds.
+"""
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from intake.models import Enquiry, EnquiryState
+from ledger import effects
+from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
+from ledger.execution import executing, locking, outcomes, reconciling
+from ledger.models import Op, Operation
+from ledger.worker import worker_actor
+
+MODULES = (executing, outcomes, reconciling, effects)
+
+
+@pytest.fixture
+def saved(monkeypatch):
+    """The instances save_changed() wrote, in order."""
+    seen = []
+    real = locking.save_changed
+
+    def spy(instance):
+        real(instance)
+        seen.append(instance)
+
+    for module in MODULES:
+        monkeypatch.setattr(module, "save_changed", spy)
+    return seen
+
+
+def assert_as_stored(instances, *, kinds=(Operation, Enquiry)):
+    """Every field of each instance equals its row's (the step wrote everything it changed)."""
+    assert {type(i) for i in instances} >= set(kinds), instances
+    for instance in {id(i): i for i in instances}.values():
+        stored = type(instance).objects.get(pk=instance.pk)
+        for field in instance._meta.concrete_fields:
+            if getattr(field, "generated", False):
+                continue
+            mine, theirs = getattr(instance, field.attname), getattr(stored, field.attname)
+            assert mine == theirs, f"{type(instance).__name__}.{field.name}: {mine!r} != {theirs!r}"
+
+
+def claimed(approved_enquiry, saved):
+    enquiry, op = approved_enquiry()
+    result = executing.claim(op.pk)
+    assert result is not None
+    _op, attempt, _shortcut = result
+    assert_as_stored(saved)
+    saved.clear()
+    return enquiry, op, attempt
+
+
+def test_the_claim_writes_the_state_and_what_it_changed(approved_enquiry, saved):
+    enquiry, op, _attempt = claimed(approved_enquiry, saved)
+    op.refresh_from_db()
+    enquiry.refresh_from_db()
+    assert (op.state, enquiry.state) == (Op.SUBMITTED, EnquiryState.SUBMITTED)
+    assert op.lease_owner and op.lease_expires_at and op.attempt_count == 1
+
+
+@pytest.mark.parametrize(
+    "error, state",
+    [
+        (ConnectorError(ErrorKind.TRANSIENT, "503", status=503), Op.APPROVED),
+        (ConnectorError(ErrorKind.TRANSIENT, "429", status=429, retry_after=30), Op.APPROVED),
+        (ConnectorError(ErrorKind.UNCERTAIN, "timed out"), Op.UNKNOWN),
+        (
+            ConnectorError(
+                ErrorKind.UNCERTAIN, "odd", status=200, attention="no_reference", evidence={"x": 1}
+            ),
+            Op.UNKNOWN,
+        ),
+        (ConnectorError(ErrorKind.INVALID, "422", status=422, body="bad"), Op.FAILED),
+        (ConnectorError(ErrorKind.AUTH, "401", status=401), Op.FAILED),
+        (ConnectorError(ErrorKind.INTERNAL, "bug"), Op.FAILED),
+    ],
+    ids=["transient", "throttled", "uncertain", "uncertain-attention", "invalid", "auth", "bug"],
+)
+def test_each_failure_writes_everything_it_changed(approved_enquiry, saved, error, state):
+    _enquiry, op, attempt = claimed(approved_enquiry, saved)
+    executing.record_failure(op.pk, attempt, error, actor=worker_actor())
+    assert_as_stored(saved, kinds=(Operation,))
+    op.refresh_from_db()
+    assert op.state == state
+
+
+def test_success_writes_the_confirmation_and_the_enquiry_closed(approved_enquiry, saved):
+    enquiry, op, attempt = claimed(approved_enquiry, saved)
+    result = CallResult(201, "crm_1", "{}", {"made": True})
+    assert executing.record_success(op.pk, attempt, result, actor=worker_actor()) == "confirmed"
+    assert_as_stored(saved)
+    op.refresh_from_db()
+    enquiry.refresh_from_db()
+    assert (op.state, op.external_id, op.result) == (Op.CONFIRMED, "crm_1", {"made": True})
+    assert enquiry.state == EnquiryState.CONFIRMED and enquiry.closed_at is not None
+
+
+def unknown(approved_enquiry, saved):
+    enquiry, op, attempt = claimed(approved_enquiry, saved)
+    executing.record_failure(
+        op.pk, attempt, ConnectorError(ErrorKind.UNCERTAIN, "timed out"), actor=worker_actor()
+    )
+    saved.clear()
+    op.refresh_from_db()
+    return enquiry, op
+
+
+def look(op, found, error=None):
+    return reconciling.record_lookup(
+        op.pk,
+        found,
+        error,
+        actor=worker_actor(),
+        started=timezone.now(),
+        seen_attempts=op.attempt_count,
+    )
+
+
+@pytest.mark.parametrize(
+    "found, error, state, kinds",
+    [
+        (LookupResult(found=[{"id": "crm_9"}], status=200), None, Op.CONFIRMED, None),
+        (LookupResult(found=[], status=200), None, None, (Operation,)),
+        (LookupResult(found=[{"id": "a"}, {"id": "b"}]), None, Op.UNKNOWN, (Operation,)),
+        (LookupResult(found=[{"id": "a"}], failed="bounced"), None, Op.FAILED, None),
+        (None, ConnectorError(ErrorKind.TRANSIENT, "503", status=503), Op.UNKNOWN, (Operation,)),
+        (None, ConnectorError(ErrorKind.TRANSIENT, "429", retry_after=5), Op.UNKNOWN, (Operation,)),
+    ],
+    ids=["found", "not-found", "duplicates", "found-failed", "lookup-failed", "throttled"],
+)
+def test_each_lookup_writes_everything_it_changed(
+    approved_enquiry, saved, found, error, state, kinds
+):
+    _enquiry, op = unknown(approved_enquiry, saved)
+    look(op, found, error)
+    assert_as_stored(saved, kinds=kinds or (Operation, Enquiry))
+    op.refresh_from_db()
+    assert state is None or op.state == state
+
+
+def test_an_enquiry_transition_does_not_rewrite_the_whole_row(approved_enquiry):
+    """The claim's and the confirmation's UPDATEs of the enquiry set its state, timestamps and
+    what the transition changed: not its text, so PostgreSQL does not recompute its stored
+    search vector (intake.models.Enquiry.search_vector) on each step."""
+    _enquiry, op = approved_enquiry()
+    with CaptureQueriesContext(connection) as claim:
+        _op, attempt, _shortcut = executing.claim(op.pk)
+    with CaptureQueriesContext(connection) as confirm:
+        executing.record_success(op.pk, attempt, CallResult(201, "c", "", {}), actor="system:t")
+    for queries in (claim, confirm):
+        [update] = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "intake_enquiry"')]
+        assert '"state"' in update
+        assert '"message"' not in update and '"name"' not in update and '"email"' not in update
+        [update] = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "ledger_operation"')]
+        assert '"state"' in update and '"payload"' not in update
+
+
+def test_save_changed_writes_a_json_value_changed_in_place_and_nothing_when_nothing_changed(
+    approved_enquiry,
+):
+    _enquiry, op = approved_enquiry()
+    with transaction.atomic():
+        _e, locked = locking.lock_operation(op.pk)
+        locked.result["kept"] = "yes"  # in place: the row's copy must still differ
+        locking.save_changed(locked)
+        with CaptureQueriesContext(connection) as again:
+            locking.save_changed(locked)
+    assert len(again) == 0
+    op.refresh_from_db()
+    assert op.result == {"kept": "yes"}
+
+
+def test_an_instance_read_elsewhere_is_saved_whole(approved_enquiry):
+    enquiry, _op = approved_enquiry()
+    enquiry.receipt_error = "x"
+    with CaptureQueriesContext(connection) as queries:
+        locking.save_changed(enquiry)
+    [update] = [q["sql"] for q in queries if q["sql"].startswith("UPDATE")]
+    assert '"message"' in update
+    enquiry.refresh_from_db()
+    assert enquiry.receipt_error == "x"
