@@ -54,10 +54,11 @@ def env_float(name, default, *, minimum=None):
     value = os.environ.get(name)
     if value is None:
         return default
-    try:
-        number = float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    # ASCII only, as env_int: float() also reads "٣.5" and "1_000", which no one types into a
+    # setting on purpose.
+    if not re.fullmatch(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*", value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number")
+    number = float(value)
     if not math.isfinite(number):  # float() takes "nan" and "inf", which no setting means
         raise ImproperlyConfigured(f"{name}={value!r} is not a finite number")
     if minimum is not None and number < minimum:

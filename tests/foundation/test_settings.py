@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from django.conf import settings
 from django.core.checks import Error
 from django.test import override_settings
@@ -108,3 +109,24 @@ def test_tls_and_ssl_together_stop_the_process():
     result = _manage("check", EMAIL_USE_TLS="1", EMAIL_USE_SSL="1", DEBUG="1")
     assert result.returncode != 0
     assert "EMAIL_USE_TLS (STARTTLS, usually port 587) and EMAIL_USE_SSL" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["٣", "٣.5", "1_000", "nan", "inf", "1e999", "", "1.2.3"])
+def test_a_decimal_setting_takes_ascii_digits_only(monkeypatch, value):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from config.env import env_float
+
+    monkeypatch.setenv("SOME_SECONDS", value)
+    with pytest.raises(ImproperlyConfigured, match="SOME_SECONDS="):
+        env_float("SOME_SECONDS", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("2", 2.0), (" 0.5 ", 0.5), (".25", 0.25), ("1e3", 1000.0)]
+)
+def test_a_decimal_setting_reads_plain_numbers(monkeypatch, value, expected):
+    from config.env import env_float
+
+    monkeypatch.setenv("SOME_SECONDS", value)
+    assert env_float("SOME_SECONDS", 1.0) == expected
