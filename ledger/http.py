@@ -37,7 +37,7 @@ import requests
 from requests import exceptions as rx
 
 from ledger import failpoints, storable
-from ledger.connectors.base import ConnectorError, ErrorKind
+from ledger.errors import ConnectorError, ErrorKind
 
 BODY_LIMIT = 2000
 TRANSIENT_STATUSES = {429, 502, 503, 504}
