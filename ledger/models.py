@@ -15,6 +15,7 @@ from intake.workflow import SYSTEM
 from ledger import messages as said
 from ledger.kinds import CHOICES as KIND_CHOICES
 from ledger.kinds import HANDOVER as HANDOVER_KIND
+from ledger.rates import checked_rate
 
 
 def _reason_lookups(kwargs: dict) -> tuple[list, dict]:
@@ -318,7 +319,6 @@ class Integration(models.Model):
                 "retry": retry,
             }
         from ledger.kinds import KINDS
-        from ledger.limits import checked_rate
 
         try:
             checked_rate(self.max_requests_per_second)
