@@ -38,6 +38,7 @@ from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.webdav import WebDavDocumentRead
+from ledger.models import kind_of, register_kinds
 
 HANDOVER, BOTTLECRM, SMTP, CALDAV, WEBDAV = "handover", "bottlecrm", "smtp", "caldav", "webdav"
 # BottleCRM's profile roles: a check names one of these, never other text it was sent.
@@ -455,15 +456,7 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def kind_of(integration) -> Kind:
-    try:
-        return KINDS[integration.kind]
-    except KeyError:
-        raise LookupError(f"unknown integration kind {integration.kind!r}") from None
-
-
-def capabilities(integration) -> Capabilities:
-    return kind_of(integration).capabilities(integration)
+register_kinds(KINDS, dict(CHOICES))
 
 
 def connector_for(operation) -> Connector:
