@@ -10,8 +10,9 @@ from __future__ import annotations
 from django.utils import timezone
 
 from intake.models import Document, EnquiryState, Suggestion
-from ledger import journal
+from ledger import appointments, journal
 from ledger.connectors.base import CallResult
+from ledger.proposals import propose_extraction
 
 S = EnquiryState
 
@@ -147,7 +148,6 @@ def apply_extraction(document, result: dict):
 def _read_new_version(operation, enquiry, document, version, actor):
     """The document changed on the server: the version there now is a new version, attached
     beside the old one and read as itself (never taken for the one that was attached)."""
-    from ledger.services.proposals import propose_extraction
 
     if len(version) > Document._meta.get_field("version").max_length:
         return  # not a version Handover can keep: the failed read says what is there
@@ -172,8 +172,6 @@ def extracted_fields(content) -> dict:
 
 
 def _fresh_read(operation):
-    from ledger import appointments
-
     integration = operation.integration
     if integration is None:
         return None

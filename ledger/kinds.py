@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from config.destinations import shown
 from ledger import messages as said
+from ledger import smtp
 from ledger.connectors.appointments import AppointmentsConnector
 from ledger.connectors.base import Connector, ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import (
@@ -38,7 +39,7 @@ from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.webdav import WebDavDocumentRead
-from ledger.models import kind_of, register_kinds
+from ledger.models import register_kinds
 
 HANDOVER, BOTTLECRM, SMTP, CALDAV, WEBDAV = "handover", "bottlecrm", "smtp", "caldav", "webdav"
 # BottleCRM's profile roles: a check names one of these, never other text it was sent.
@@ -355,8 +356,6 @@ class SmtpKind(Kind):
     def validate(self, integration):
         errors = super().validate(integration)
         if "base_url" not in errors:
-            from ledger import smtp
-
             try:
                 smtp.relay_from_url(integration.base_url)
             except ValueError as exc:
@@ -367,8 +366,6 @@ class SmtpKind(Kind):
         problems = list(self.validate(integration).values())
         if problems:
             return problems
-        from ledger import smtp
-
         relay = smtp.relay_from_url(integration.base_url, integration.token)
         return smtp.check(relay, timeout=integration.timeout_seconds)
 
@@ -457,18 +454,3 @@ KINDS: dict[str, Kind] = {
 
 
 register_kinds(KINDS, dict(CHOICES))
-
-
-def connector_for(operation) -> Connector:
-    """The connector for an operation: its integration's kind's, or the policy's in-process
-    one (work that leaves Handover through no integration, such as the suggester)."""
-    from ledger.policies import policy_for
-
-    integration = operation.integration
-    if integration is None:
-        policy = policy_for(operation)
-        if policy.in_process is None:
-            raise LookupError(f"{operation.action} needs an integration and has none")
-        return policy.in_process(None)
-    cls = kind_of(integration).connector_class(integration.name, operation.action)
-    return cls(integration)

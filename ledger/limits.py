@@ -38,7 +38,10 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ledger import journal
+from ledger.models import Integration, Op, Operation
 from ledger.rates import RATE_MAX, RATE_MIN
+from ledger.worker import process_is_gone, worker_name
 
 # --- Retry-After --------------------------------------------------------------------------------
 
@@ -187,7 +190,6 @@ def _locked_state(cursor, integration_id):
 
 
 def _live_leases(cursor, integration_id, now) -> int:
-    from ledger.worker import process_is_gone
 
     cursor.execute(
         "DELETE FROM ledger_inflightslot WHERE integration_id = %s AND expires_at <= %s",
@@ -319,7 +321,6 @@ def turns(integration, count: int, *, now=None) -> list[datetime]:
 def throttle(integration, *, seconds: float, reason: str, actor, evidence=None) -> datetime:
     """The destination asked us to wait ``seconds``: nobody sends to it before then. Journalled
     on the integration when it moves the time on (many workers may hear the same 429)."""
-    from ledger import journal
 
     until = timezone.now() + timedelta(seconds=seconds)
     reason = reason[:300]
@@ -392,7 +393,6 @@ def before_request(integration) -> Permit | None:
     Throttled. Returns the Permit to hand to after_request() (None: no limits)."""
     if not applies(integration):
         return None
-    from ledger.worker import worker_name
 
     scope = _current.get()
     operation = scope.operation if scope is not None else None
@@ -446,8 +446,6 @@ def waiting(now=None) -> list[Waiting]:
     """Integrations throttled now, or limited with operations queued for a later turn, with how
     many approved operations wait for them (the queue page's notice; two small queries)."""
     from django.db.models import Count
-
-    from ledger.models import Integration, Op, Operation
 
     now = now or timezone.now()
     rows = list(

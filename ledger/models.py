@@ -468,7 +468,7 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     action = models.CharField(max_length=40)  # a key of ledger.policies.POLICIES
     revision = models.PositiveIntegerField()
     # <enquiry id>:<action>:r<revision>; made once, reused on every attempt.
-    # Every key Handover builds must fit this column (ledger.services.proposals._operation_key
+    # Every key Handover builds must fit this column (ledger.proposals._operation_key
     # digests what a sender could make too long).
     KEY_MAX_LENGTH = 200
     idempotency_key = models.CharField(max_length=KEY_MAX_LENGTH, unique=True)

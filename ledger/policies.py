@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger.connectors.base import Connector
 from ledger.connectors.suggester import SuggesterConnector
-from ledger.models import Integration, Op, cancel_permission, retry_permission
+from ledger.models import Integration, Op, cancel_permission, kind_of, retry_permission
 
 READ, WRITE = "read", "write"
 
@@ -242,3 +243,17 @@ def allowed_actions(operation, user) -> list[str]:
         if user.has_perm(permission):
             allowed.append(action)
     return allowed
+
+
+# --- who carries it out ------------------------------------------------------------------------
+def connector_for(operation) -> Connector:
+    """The connector for an operation: its integration's kind's, or the policy's in-process
+    one (work that leaves Handover through no integration, such as the suggester)."""
+    integration = operation.integration
+    if integration is None:
+        policy = policy_for(operation)
+        if policy.in_process is None:
+            raise LookupError(f"{operation.action} needs an integration and has none")
+        return policy.in_process(None, retry_budget=retry_budget(operation)[0])
+    cls = kind_of(integration).connector_class(integration.name, operation.action)
+    return cls(integration)

@@ -63,8 +63,8 @@ from harness.processes import wait_until
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
-from ledger.kinds import HANDOVER, WEBDAV, kind_of
-from ledger.models import Integration, Op, Operation
+from ledger.kinds import HANDOVER, WEBDAV
+from ledger.models import Integration, Op, Operation, kind_of
 from sandbox.testing import SandboxProcess
 
 logger = logging.getLogger("harness.drill")

@@ -25,9 +25,8 @@ from ledger.execution.outcomes import (
     to_unknown,
     wait_until,
 )
-from ledger.kinds import connector_for
 from ledger.models import Attempt, Op, payload_hash
-from ledger.policies import retry_budget
+from ledger.policies import connector_for, retry_budget
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
 

@@ -28,15 +28,14 @@ from ledger.policies import (
     RETRY,
     policy_for,
 )
+from ledger.proposals import LEDGER, approve_proposed, crm_payload, propose
 from ledger.queueing import EXECUTE, enqueue
 from ledger.services.common import (
-    LEDGER,
     ActionRefused,
     operator_action,
     require_permission,
     require_reason,
 )
-from ledger.services.proposals import approve_proposed, crm_payload, propose
 
 # --- approval -----------------------------------------------------------------------------------
 

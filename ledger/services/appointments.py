@@ -20,8 +20,7 @@ from django.utils import timezone
 from intake.models import Enquiry
 from ledger import appointments
 from ledger.models import Integration, Op, Operation
-from ledger.services.common import integration
-from ledger.services.proposals import propose
+from ledger.proposals import integration, propose
 
 ACTION = "appointments.read"
 IN_FLIGHT = (Op.PROPOSED, Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN)

@@ -13,15 +13,11 @@ from django.db import transaction
 
 from intake.models import Enquiry
 from intake.visible import has_visible_text
-from intake.workflow import system_actor
 from ledger import journal
 from ledger import messages as said
 from ledger.execution import lock_operation
-from ledger.integrations import ensure_integrations
-from ledger.models import Integration, Operation
+from ledger.models import Operation
 from ledger.policies import APPROVE, CANCEL, PERMISSIONS, RETRY, permission_for, state_allows
-
-LEDGER = system_actor("ledger")
 
 
 class ActionRefused(ValueError):
@@ -43,13 +39,6 @@ def require_reason(reason) -> str:
     if not has_visible_text(reason):
         raise ActionRefused(said.REASON_REQUIRED)
     return reason
-
-
-def integration(name) -> Integration:
-    try:
-        return Integration.objects.get(name=name)
-    except Integration.DoesNotExist:
-        return ensure_integrations()[name]
 
 
 @dataclass

@@ -11,8 +11,8 @@ from django.db import transaction
 from intake.models import Document, Enquiry
 from ledger import journal
 from ledger.models import Op, Operation
-from ledger.services.common import LEDGER, ActionRefused, require_permission, require_reason
-from ledger.services.proposals import _operation_key, extraction_detail, propose_extraction
+from ledger.proposals import LEDGER, _operation_key, extraction_detail, propose_extraction
+from ledger.services.common import ActionRefused, require_permission, require_reason
 
 
 def reprocess_document(document_pk, *, actor, reason) -> Operation:

@@ -19,8 +19,8 @@ from django.utils import timezone
 from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revision, Suggestion
 from ledger import journal
 from ledger.models import Attempt, Integration, Operation, payload_hash
+from ledger.proposals import acknowledgement_payload
 from ledger.receipt import FAILURES_FOR_A_PERSON
-from ledger.services.proposals import acknowledgement_payload
 from recovery.demo import steps as on
 from recovery.demo.stories import POLICIES, STORIES
 from recovery.models import ResponsePolicy

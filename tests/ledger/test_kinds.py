@@ -14,9 +14,9 @@ from ledger import http
 from ledger.connectors.base import ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import BottleCrmCaseCreate
 from ledger.connectors.crm import CrmCreateConnector
-from ledger.kinds import KINDS, connector_for
+from ledger.kinds import KINDS
 from ledger.models import Integration, JournalEntry
-from ledger.policies import POLICIES
+from ledger.policies import POLICIES, connector_for
 from tests.ledger.bottlecrm_fake import ScriptedDestination, listed
 
 BASE = "http://bottlecrm.test"

@@ -1,4 +1,5 @@
-"""The work the ledger proposes itself: an operation recorded (and, when the policy needs no
+"""The work the ledger proposes itself (below ledger.execution, which proposes a document's
+new version, and above the policies): an operation recorded (and, when the policy needs no
 review, approved and enqueued), the receipt's work, and the answers to intake's signals."""
 
 from __future__ import annotations
@@ -8,15 +9,24 @@ import hashlib
 from django.utils import timezone
 
 from intake.models import Document
+from intake.workflow import system_actor
 from ledger import journal, notices
+from ledger.integrations import ensure_integrations
 from ledger.models import Integration, Op, Operation, payload_hash
 from ledger.policies import policy_for
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.queueing import RECONCILE as RECONCILE_TASK
-from ledger.services.common import LEDGER, integration
 
+LEDGER = system_actor("ledger")
 ACKNOWLEDGEMENT_TEMPLATE = notices.ACKNOWLEDGEMENT
 BY_POLICY = "approved by policy (no review needed)"
+
+
+def integration(name) -> Integration:
+    try:
+        return Integration.objects.get(name=name)
+    except Integration.DoesNotExist:
+        return ensure_integrations()[name]
 
 
 def _operation_key(enquiry, action, revision, detail="") -> str:
