@@ -12,6 +12,7 @@ from django.utils import timezone
 from intake.models import Document, EnquiryState, Suggestion
 from ledger import appointments, journal
 from ledger.connectors.base import CallResult
+from ledger.models import Action
 from ledger.proposals import propose_extraction
 
 S = EnquiryState
@@ -19,7 +20,7 @@ S = EnquiryState
 
 def already_done(operation) -> CallResult | None:
     """The policy's check before a call that may be skipped; a result means "done already"."""
-    if operation.action == "suggest.category":
+    if operation.action == Action.SUGGEST_CATEGORY:
         stored = (
             Suggestion.objects.filter(enquiry_id=operation.enquiry_id, revision=operation.revision)
             .order_by("-created_at")
@@ -29,7 +30,7 @@ def already_done(operation) -> CallResult | None:
             return CallResult(
                 None, str(stored.pk), "", {"label": stored.label, "already_stored": True}
             )
-    if operation.action == "appointments.read":
+    if operation.action == Action.READ_APPOINTMENTS:
         fresh = _fresh_read(operation)
         if fresh is not None:
             # Still fresh: its answer, with its own "as of", rather than another call.
@@ -41,7 +42,7 @@ def already_done(operation) -> CallResult | None:
 
 def on_success(operation, result: CallResult, *, enquiry, actor):
     action = operation.action
-    if action == "crm.create_enquiry":
+    if action == Action.CREATE_ENQUIRY:
         if enquiry.state in (S.APPROVED, S.SUBMITTED, S.SUBMISSION_UNKNOWN):
             enquiry.confirm(
                 actor=actor,
@@ -49,7 +50,7 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
                 evidence={"operation": str(operation.pk), "external_id": result.external_id},
             )
             enquiry.save()
-    elif action == "crm.close_enquiry":
+    elif action == Action.CLOSE_ENQUIRY:
         journal.record(
             operation.enquiry,
             "ledger.crm_record.closed",
@@ -57,11 +58,11 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
             reason=operation.payload.get("reason", ""),
             evidence={"operation": str(operation.pk), "external_id": result.external_id},
         )
-    elif action == "appointments.read":
+    elif action == Action.READ_APPOINTMENTS:
         # A read that failed before this one is answered by it: out of the queue.
         for earlier in operation.__class__.objects.filter(
             enquiry_id=operation.enquiry_id,
-            action="appointments.read",
+            action=Action.READ_APPOINTMENTS,
             state="failed",
             created_at__lte=operation.created_at,
         ).exclude(pk=operation.pk):
@@ -71,16 +72,16 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
                 evidence={"later_read": str(operation.pk)},
             )
             earlier.save()
-    elif action == "suggest.category":
+    elif action == Action.SUGGEST_CATEGORY:
         _ready_for_review(enquiry, actor, f"suggestion: {result.result.get('label', '?')}")
-    elif action == "documents.extract":
+    elif action == Action.EXTRACT_DOCUMENT:
         document = _document(operation)
         if document is not None:
             apply_extraction(document, result.content or result.result)
 
 
 def on_unknown(operation, *, enquiry, actor, reason):
-    if operation.action == "crm.create_enquiry" and enquiry.state == S.SUBMITTED:
+    if operation.action == Action.CREATE_ENQUIRY and enquiry.state == S.SUBMITTED:
         enquiry.mark_submission_unknown(
             actor=actor, reason=reason, evidence={"operation": str(operation.pk)}
         )
@@ -90,7 +91,7 @@ def on_unknown(operation, *, enquiry, actor, reason):
 def on_failed(operation, *, enquiry, actor, attention, message):
     """The operation is `failed` for good (a person must act)."""
     action = operation.action
-    if action == "crm.create_enquiry":
+    if action == Action.CREATE_ENQUIRY:
         if enquiry.state in (S.SUBMITTED, S.SUBMISSION_UNKNOWN):
             enquiry.delivery_failed(
                 actor=actor,
@@ -98,7 +99,7 @@ def on_failed(operation, *, enquiry, actor, attention, message):
                 evidence={"operation": str(operation.pk), "attention": attention},
             )
             enquiry.save()
-    elif action == "suggest.category":
+    elif action == Action.SUGGEST_CATEGORY:
         # Bounded retry, then `unresolved`: the review queue takes it from here.
         if not Suggestion.objects.filter(
             enquiry_id=operation.enquiry_id, revision=operation.revision
@@ -111,7 +112,7 @@ def on_failed(operation, *, enquiry, actor, attention, message):
                 validation=f"suggester failed: {message}"[:200],
             )
         _ready_for_review(enquiry, actor, "suggester failed; unresolved")
-    elif action == "documents.extract":
+    elif action == Action.EXTRACT_DOCUMENT:
         document = _document(operation)
         if document is not None:
             # Never invented fields: `extracted` keeps whatever it held (nothing, at first).
@@ -177,7 +178,7 @@ def _fresh_read(operation):
         return None
     latest = (
         operation.__class__.objects.filter(
-            enquiry_id=operation.enquiry_id, action="appointments.read", state="confirmed"
+            enquiry_id=operation.enquiry_id, action=Action.READ_APPOINTMENTS, state="confirmed"
         )
         .exclude(pk=operation.pk)
         .order_by("-created_at")

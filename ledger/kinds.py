@@ -39,7 +39,7 @@ from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.webdav import WebDavDocumentRead
-from ledger.models import register_kinds
+from ledger.models import Action, register_kinds
 
 HANDOVER, BOTTLECRM, SMTP, CALDAV, WEBDAV = "handover", "bottlecrm", "smtp", "caldav", "webdav"
 # BottleCRM's profile roles: a check names one of these, never other text it was sent.
@@ -193,12 +193,12 @@ class HandoverKind(Kind):
     label = "Handover contract"
     connectors = {
         "crm": {
-            "crm.create_enquiry": CrmCreateConnector,
-            "crm.close_enquiry": CrmCloseConnector,
+            Action.CREATE_ENQUIRY: CrmCreateConnector,
+            Action.CLOSE_ENQUIRY: CrmCloseConnector,
         },
-        "notify": {"notify.send": NotifyConnector},
-        "documents": {"documents.extract": DocumentsConnector},
-        "appointments": {"appointments.read": AppointmentsConnector},
+        "notify": {Action.SEND_NOTICE: NotifyConnector},
+        "documents": {Action.EXTRACT_DOCUMENT: DocumentsConnector},
+        "appointments": {Action.READ_APPOINTMENTS: AppointmentsConnector},
     }
 
     # A read each integration answers without changing anything.
@@ -246,8 +246,8 @@ class BottleCrmKind(Kind):
     label = "BottleCRM"
     connectors = {
         "crm": {
-            "crm.create_enquiry": BottleCrmCaseCreate,
-            "crm.close_enquiry": BottleCrmCaseClose,
+            Action.CREATE_ENQUIRY: BottleCrmCaseCreate,
+            Action.CLOSE_ENQUIRY: BottleCrmCaseClose,
         }
     }
     # BottleCRM ignores Idempotency-Key. Its search sees a write at once, but a create can
@@ -347,7 +347,7 @@ class SmtpKind(Kind):
 
     key = SMTP
     label = "E-mail (SMTP)"
-    connectors = {"notify": {"notify.send": SmtpSendConnector}}
+    connectors = {"notify": {Action.SEND_NOTICE: SmtpSendConnector}}
     # A relay cannot be asked about a message it may have queued, and has no idempotency key:
     # an uncertain send waits for a person (ledger.smtp).
     declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
@@ -378,7 +378,7 @@ class CalDavKind(Kind):
 
     key = CALDAV
     label = "CalDAV calendar"
-    connectors = {"appointments": {"appointments.read": CalDavRead}}
+    connectors = {"appointments": {Action.READ_APPOINTMENTS: CalDavRead}}
     declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
 
     PROPFIND = (
@@ -426,7 +426,7 @@ class CalDavKind(Kind):
 class WebDavKind(Kind):
     key = WEBDAV
     label = "WebDAV"
-    connectors = {"documents": {"documents.extract": WebDavDocumentRead}}
+    connectors = {"documents": {Action.EXTRACT_DOCUMENT: WebDavDocumentRead}}
     # Reads only: nothing to look up, no key to send. A read is repeated, never reconciled.
     declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
 

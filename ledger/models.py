@@ -388,6 +388,27 @@ class InFlightSlot(models.Model):
         return f"{self.integration_id}: {self.holder} until {self.expires_at}"
 
 
+class Action:
+    """Every kind of external action the ledger records (``Operation.action``), named once:
+    code says ``Action.CREATE_ENQUIRY``, never the string. ledger.policies says what each is;
+    LABELS is what a person reads."""
+
+    SUGGEST_CATEGORY = "suggest.category"
+    READ_APPOINTMENTS = "appointments.read"
+    EXTRACT_DOCUMENT = "documents.extract"
+    CREATE_ENQUIRY = "crm.create_enquiry"
+    CLOSE_ENQUIRY = "crm.close_enquiry"
+    SEND_NOTICE = "notify.send"
+    LABELS = {
+        CREATE_ENQUIRY: "Create the enquiry in the CRM",
+        CLOSE_ENQUIRY: "Close the enquiry in the CRM (compensation)",
+        SEND_NOTICE: "Send the customer's acknowledgement",
+        SUGGEST_CATEGORY: "Suggest a category",
+        EXTRACT_DOCUMENT: "Read an attached document",
+        READ_APPOINTMENTS: "Read appointment slots",
+    }
+
+
 class OperationState(models.TextChoices):
     PROPOSED = "proposed"
     APPROVED = "approved"
@@ -588,7 +609,7 @@ class Operation(ConcurrentTransitionMixin, models.Model):
         approved revision is then never delivered. Cancelling it any other way would leave the
         enquiry waiting on a write that will never happen: a dead end."""
         return (
-            self.action == "crm.create_enquiry"
+            self.action == Action.CREATE_ENQUIRY
             and self.enquiry_id is not None
             and self.enquiry.state in ("approved", "submission_unknown")
         )

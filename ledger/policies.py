@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ledger.connectors.base import Connector
 from ledger.connectors.suggester import SuggesterConnector
-from ledger.models import Integration, Op, cancel_permission, kind_of, retry_permission
+from ledger.models import Action, Integration, Op, cancel_permission, kind_of, retry_permission
 
 READ, WRITE = "read", "write"
 
@@ -49,7 +49,7 @@ POLICIES: dict[str, Policy] = {
     p.action: p
     for p in [
         Policy(
-            "suggest.category",
+            Action.SUGGEST_CATEGORY,
             READ,
             None,
             recovery="bounded retry, then `unresolved`",
@@ -58,7 +58,7 @@ POLICIES: dict[str, Policy] = {
             in_process=SuggesterConnector,
         ),
         Policy(
-            "appointments.read",
+            Action.READ_APPOINTMENTS,
             READ,
             Integration.APPOINTMENTS,
             recovery="bounded retry; stale data is re-read or reported stale",
@@ -66,7 +66,7 @@ POLICIES: dict[str, Policy] = {
             system_approved=True,
         ),
         Policy(
-            "documents.extract",
+            Action.EXTRACT_DOCUMENT,
             READ,
             Integration.DOCUMENTS,
             recovery="reprocess the same document version; access failure is a visible failure",
@@ -74,17 +74,17 @@ POLICIES: dict[str, Policy] = {
             system_approved=True,
         ),
         Policy(
-            "crm.create_enquiry",
+            Action.CREATE_ENQUIRY,
             WRITE,
             Integration.CRM,
             recovery="reconcile before retry",
             check_first="does the external record exist (lookup by reference)?",
             system_approved=False,
-            compensated_by="crm.close_enquiry",
+            compensated_by=Action.CLOSE_ENQUIRY,
             approved_by_revision=True,
         ),
         Policy(
-            "notify.send",
+            Action.SEND_NOTICE,
             WRITE,
             Integration.NOTIFY,
             recovery="check delivery state",
@@ -92,7 +92,7 @@ POLICIES: dict[str, Policy] = {
             system_approved=True,
         ),
         Policy(
-            "crm.close_enquiry",
+            Action.CLOSE_ENQUIRY,
             WRITE,
             Integration.CRM,
             recovery="compensation; reconcile before retry",

@@ -7,7 +7,7 @@ loaded (Django caches them on the user), so the queue can ask for every row.
 """
 
 from ledger import policies
-from ledger.models import Integration
+from ledger.models import Action, Integration
 
 # Console action -> Enquiry transition it fires (through intake.services).
 ENQUIRY_TRANSITIONS = {
@@ -50,7 +50,7 @@ def operation_actions(operation, user) -> list[str]:
         return []
     if "retry" in actions and not retry_advised(operation):
         actions.remove("retry")
-    to_operator = operation.enquiry_id is None and operation.action == "notify.send"
+    to_operator = operation.enquiry_id is None and operation.action == Action.SEND_NOTICE
     if to_operator and "reassign" in actions:
         actions.remove("reassign")  # a message to an operator: retried, completed or cancelled
     return actions

@@ -1,19 +1,10 @@
 """The console's plain words for codes: actions, outcomes, attention reasons, operator actions."""
 
-from ledger.models import Integration
+from ledger.models import Action, Integration
 from ledger.policies import ATTENTION as POLICY_ATTENTION
 
-ACTIONS = {
-    "crm.create_enquiry": "Create the enquiry in the CRM",
-    "crm.close_enquiry": "Close the enquiry in the CRM (compensation)",
-    "notify.send": "Send the customer's acknowledgement",
-    "suggest.category": "Suggest a category",
-    "documents.extract": "Read an attached document",
-    "appointments.read": "Read appointment slots",
-}
-
 # Writes whose delay a customer feels: their record in the CRM, their acknowledgement.
-CUSTOMER_AFFECTING_ACTIONS = ("crm.create_enquiry", "notify.send", "crm.close_enquiry")
+CUSTOMER_AFFECTING_ACTIONS = (Action.CREATE_ENQUIRY, Action.SEND_NOTICE, Action.CLOSE_ENQUIRY)
 
 OUTCOMES = {
     "success": "succeeded",
@@ -79,7 +70,7 @@ ACTION_HELP = {
 
 
 def action_label(action: str) -> str:
-    return ACTIONS.get(action, action.replace(".", " ").replace("_", " "))
+    return Action.LABELS.get(action, action.replace(".", " ").replace("_", " "))
 
 
 def in_sentence(label: str) -> str:

@@ -17,7 +17,7 @@ from intake.visible import has_visible_text
 from ledger import failpoints, journal
 from ledger import messages as said
 from ledger.execution import schedule_reconcile
-from ledger.models import Op, Operation, payload_hash
+from ledger.models import Action, Op, Operation, payload_hash
 from ledger.policies import (
     APPROVE,
     CANCEL,
@@ -61,7 +61,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
         revision.save(update_fields=["approved_by", "approved_at"])
         payload = crm_payload(enquiry, revision)
         op, _ = propose(
-            enquiry, "crm.create_enquiry", payload, revision=revision.number, actor=LEDGER
+            enquiry, Action.CREATE_ENQUIRY, payload, revision=revision.number, actor=LEDGER
         )
         op = (
             Operation.objects.select_for_update(of=("self",))
@@ -157,7 +157,7 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
         op.lease_expires_at = None
         act.transition(op.confirm, evidence={"external_id": external_id})
         op.save()
-        if op.action == "crm.create_enquiry" and enquiry.state in (
+        if op.action == Action.CREATE_ENQUIRY and enquiry.state in (
             EnquiryState.APPROVED,
             EnquiryState.SUBMITTED,
             EnquiryState.SUBMISSION_UNKNOWN,

@@ -27,6 +27,7 @@ from recovery.views.common import (
     item_url,
     log,
     require,
+    safe_next,
 )
 from recovery.views.items import ENQUIRY_TARGET, render_item
 from recovery.words import OPERATOR_ACTIONS, in_sentence
@@ -164,9 +165,7 @@ def enquiry_action(request, reference, action):
             require(request.user, permissions.ASSIGN_PERMISSIONS[0], label)
     else:
         require(request.user, permissions.ENQUIRY_PERMISSIONS[action], label)
-    back = request.POST.get("next", "")
-    if not back.startswith("/console/") or "//" in back:
-        back = reverse("recovery:enquiry", args=[reference])
+    back = safe_next(request, reverse("recovery:enquiry", args=[reference]))
     # The edit form lives on the review page: a refused edit comes back there.
     page = "review" if back.startswith("/console/review/") or action == "edit" else "item"
     user = request.user

@@ -33,6 +33,7 @@ from recovery.views.common import (
     item_url,
     log,
     require,
+    safe_next,
 )
 from recovery.views.items import ENQUIRY_TARGET
 from recovery.words import action_label, group_label
@@ -48,13 +49,6 @@ OPERATION_SERVICES = {
     "cancel": ledger_services.cancel_operation,
     "reassign": ledger_services.reassign_operation,
 }
-
-
-def safe_next(request, default: str) -> str:
-    back = request.POST.get("next", "")
-    if back.startswith("/console/") and "//" not in back and "\\" not in back:
-        return back
-    return default
 
 
 @require_POST

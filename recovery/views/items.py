@@ -13,7 +13,7 @@ from intake.services import customer_matches
 from ledger import messages as ledger_said
 from ledger import policies
 from ledger import services as ledger_services
-from ledger.models import Attempt, JournalEntry, Op, Operation
+from ledger.models import Action, Attempt, JournalEntry, Op, Operation
 from recovery import explain, ownership, permissions, story
 from recovery.forms import EditForm, people
 from recovery.views.common import (
@@ -218,7 +218,7 @@ def item_context(request, enquiry, *, bound=None):
     # names the one owner the queue row names.
     queued = [op for op in operations if op.state in (Op.UNKNOWN, Op.FAILED)]
     delivering = next(
-        (op for op in reversed(queued) if op.action == "crm.create_enquiry"),
+        (op for op in reversed(queued) if op.action == Action.CREATE_ENQUIRY),
         None,
     )
     if delivering is None and not enquiry_owner.queued and queued:
