@@ -27,6 +27,7 @@ from intake.payload import (
     parse_json,
     validate_payload,
 )
+from intake.revisions import add_revision
 from intake.visible import has_visible_text
 from intake.workflow import SYSTEM
 
@@ -370,25 +371,16 @@ def revise_enquiry(enquiry_id, *, actor, reason, fields: dict, category=None) ->
             raise ActionRefused(
                 f"{enquiry.reference} is {enquiry.get_state_display()}: it can no longer be edited."
             ) from None
-        revision = Revision.objects.create(
-            enquiry=enquiry,
-            number=previous.number + 1,
+        revision = add_revision(
+            enquiry,
+            previous,
             fields=new_fields,
             category=new_category,
             origin="reviewer" if isinstance(actor, AbstractBaseUser) else str(actor)[:32],
             note=reason or "",
-            created_by=actor if isinstance(actor, AbstractBaseUser) else None,
-        )
-        enquiry.current_revision = revision.number
-        enquiry.category = new_category
-        enquiry.save()
-        signals.revision_created.send(
-            sender=Enquiry,
-            enquiry=enquiry,
-            revision=revision,
-            previous_revision=previous.number,
             actor=actor,
             reason=reason,
+            created_by=actor if isinstance(actor, AbstractBaseUser) else None,
         )
     return revision
 
