@@ -33,7 +33,6 @@ def holders(permission: str) -> str:
 
 
 SYSTEM_MAY_NOT = _("%(actor)s may not do this")
-REASON_REQUIRED = _("A reason is required: one with visible text.")
 
 # --- an integration's request rate (ledger.rates.parse_rate) ----------------------------------
 RATE_NOT_A_NUMBER = _(

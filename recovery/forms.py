@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from config.destinations import validate_address
 from intake.models import Category
 from intake.visible import has_visible_text
+from intake.workflow import REASON_REQUIRED
 from ledger.models import Integration
 from ledger.rates import RateFormField
 from recovery import messages as said
@@ -28,7 +29,7 @@ class ReasonField(forms.CharField):
             "widget",
             forms.Textarea(attrs={"rows": 2, "placeholder": "Why? (written to the journal)"}),
         )
-        kwargs.setdefault("error_messages", {"required": said.REASON_REQUIRED})
+        kwargs.setdefault("error_messages", {"required": REASON_REQUIRED})
         super().__init__(**kwargs)
 
     def validate(self, value):

@@ -12,16 +12,12 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from intake.models import Enquiry
-from intake.visible import has_visible_text
+from intake.workflow import ActionRefused, require_reason
 from ledger import journal
 from ledger import messages as said
 from ledger.execution import lock_operation
 from ledger.models import Operation
 from ledger.policies import APPROVE, CANCEL, PERMISSIONS, RETRY, permission_for, state_allows
-
-
-class ActionRefused(ValueError):
-    """The operation's state or policy does not allow this action now."""
 
 
 def require_permission(actor, permission):
@@ -32,13 +28,6 @@ def require_permission(actor, permission):
             )
     elif not str(actor).startswith("system:"):
         raise PermissionDenied(said.SYSTEM_MAY_NOT % {"actor": actor})
-
-
-def require_reason(reason) -> str:
-    reason = (reason or "").strip()
-    if not has_visible_text(reason):
-        raise ActionRefused(said.REASON_REQUIRED)
-    return reason
 
 
 @dataclass

@@ -12,10 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from intake.models import Enquiry
-from intake.services import ActionRefused as IntakeRefused
+from intake.workflow import ActionRefused
 from ledger import messages as ledger_said
 from ledger.models import Operation
-from ledger.services import ActionRefused as LedgerRefused
 from recovery import messages as said
 from recovery.permissions import VIEW_PERMISSION
 
@@ -23,7 +22,7 @@ log = logging.getLogger("recovery.actions")
 
 
 # "Not now, not like this": shown as a message, nothing changed (never a 500).
-REFUSALS = (IntakeRefused, LedgerRefused, TransitionNotAllowed, ConcurrentTransition)
+REFUSALS = (ActionRefused, TransitionNotAllowed, ConcurrentTransition)
 
 
 def whole_number(value, *, default: int | None = None, maximum: int = 10**9) -> int | None:
