@@ -13,7 +13,6 @@ from django_fsm import TransitionNotAllowed
 
 from intake.classification import record_review_outcome
 from intake.models import Enquiry, EnquiryState
-from intake.visible import has_visible_text
 from ledger import failpoints, journal
 from ledger import messages as said
 from ledger.execution import schedule_reconcile
@@ -43,8 +42,8 @@ from ledger.services.common import (
 def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
     """Enquiry.approve + the CRM operation for that revision approved + its task, one commit."""
     require_permission(actor, "intake.approve_revision")
-    if reason and not has_visible_text(reason):  # blank: the default reason below
-        raise ActionRefused(said.REASON_REQUIRED)
+    if reason:  # blank: the default reason below
+        require_reason(reason)
     with transaction.atomic():
         enquiry = Enquiry.objects.select_for_update().get(pk=enquiry_id)
         revision = enquiry.revision
