@@ -183,8 +183,7 @@ class Soak(Traffic, Chaos, Accounting):
         """A BottleCRM for the run, the fault proxy in front, the CRM row pointing at it."""
         from harness.drill.destination import SandboxDestination
         from harness.drill.realcrm import ProxiedCrm, start_bottlecrm
-        from ledger.kinds import kind_of
-        from ledger.models import Integration
+        from ledger.models import Integration, kind_of
 
         log("starting BottleCRM (harness/bottlecrm.py)")
         self.bottlecrm = start_bottlecrm(progress=log)

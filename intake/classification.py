@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from intake import signals
 from intake.models import Category, Enquiry, EnquiryState, Revision, Suggestion
+from intake.revisions import add_revision
 from intake.suggesters import Answer, Candidate, Suggester, SuggesterError, get_suggester
 
 UNRESOLVED = Suggestion.UNRESOLVED
@@ -190,27 +190,18 @@ def _may_apply(enquiry: Enquiry, seen_revision: int) -> bool:
 def _apply(enquiry: Enquiry, suggestion: Suggestion, actor: str) -> Revision:
     previous = enquiry.revision
     category = suggestion.category
-    revision = Revision.objects.create(
-        enquiry=enquiry,
-        number=previous.number + 1,
+    revision = add_revision(
+        enquiry,
+        previous,
         fields={**previous.fields, "category": category.slug},
         category=category,
         origin="suggestion",
         note=f"category suggested by {actor} (suggestion {suggestion.pk})",
-    )
-    enquiry.current_revision = revision.number
-    enquiry.category = category
-    enquiry.save()
-    suggestion.applied_revision = revision.number
-    suggestion.save(update_fields=["applied_revision"])
-    signals.revision_created.send(
-        sender=Enquiry,
-        enquiry=enquiry,
-        revision=revision,
-        previous_revision=previous.number,
         actor=actor,
         reason="category suggested",
     )
+    suggestion.applied_revision = revision.number
+    suggestion.save(update_fields=["applied_revision"])
     return revision
 
 

@@ -29,10 +29,17 @@ def fsm_models():
     return sorted(found, key=lambda pair: pair[0]._meta.label_lower)
 
 
+def transitions(model, field):
+    """Every transition of ``field`` as django-fsm declares it, in declaration order: the one
+    walk of a state machine that the documents' diagrams (edges) and the console's picture
+    (recovery.diagram) both read."""
+    return list(field.get_all_transitions(model))
+
+
 def edges(model, field) -> list[tuple[str, str, str, str]]:
     """(source, target, method, who) for every transition of ``field``."""
     rows = set()
-    for t in field.get_all_transitions(model):
+    for t in transitions(model, field):
         who = []
         if t.permission:
             # A permission decided per object is a function: its ``label`` says what it asks.

@@ -14,7 +14,8 @@ from django.db import transaction
 
 from intake import signals
 from intake.models import Document, EnquiryState
-from intake.services import ActionRefused, _locked, _require_reason, revise_enquiry
+from intake.services import _locked, revise_enquiry
+from intake.workflow import ActionRefused, require_reason
 
 S = EnquiryState
 REVISABLE = (S.VALIDATED, S.READY_FOR_REVIEW, S.NEEDS_INFORMATION, S.APPROVED)
@@ -24,7 +25,7 @@ MAX_VALUE = 2000
 def correct_document_field(document_pk, *, actor, reason, field, value) -> Document:
     """Set ``field`` of a read document to ``value``: journalled (names, never values: the
     journal outlives personal data), and revision N+1 made with the corrected fields."""
-    _require_reason(actor, reason)
+    require_reason(reason, actor=actor)
     if isinstance(actor, AbstractBaseUser) and not actor.has_perm("intake.review_enquiry"):
         raise PermissionDenied(f"{actor.get_username()} may not correct documents")
     value = "" if value is None else str(value).strip()

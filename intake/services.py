@@ -27,15 +27,11 @@ from intake.payload import (
     parse_json,
     validate_payload,
 )
-from intake.visible import has_visible_text
-from intake.workflow import SYSTEM
+from intake.revisions import add_revision
+from intake.workflow import SYSTEM, ActionRefused, require_reason
 
 INTAKE_ACTOR = "system:intake"
 EDITABLE_FIELDS = ("name", "email", "phone", "subject", "message", "service_hint")
-
-
-class ActionRefused(ValueError):
-    """The enquiry's state (or the request) does not allow this action; nothing changed."""
 
 
 @dataclass(frozen=True)
@@ -340,13 +336,8 @@ def _locked(enquiry_id) -> Enquiry:
     return Enquiry.objects.select_for_update().get(pk=enquiry_id)
 
 
-def _require_reason(actor, reason):
-    if isinstance(actor, AbstractBaseUser) and not has_visible_text(reason):
-        raise ActionRefused("Give a reason: it is written to the journal.")
-
-
 def _transition(enquiry_id, name, *, actor, reason, evidence=None) -> Enquiry:
-    _require_reason(actor, reason)
+    require_reason(reason, actor=actor)
     with transaction.atomic():
         enquiry = _locked(enquiry_id)
         try:
@@ -390,7 +381,7 @@ def revise_enquiry(enquiry_id, *, actor, reason, fields: dict, category=None) ->
     ``fields`` holds only what changes (keys from EDITABLE_FIELDS); ``category`` is a Category
     or slug, None to keep the current one. The enquiry's original message is never touched.
     """
-    _require_reason(actor, reason)
+    require_reason(reason, actor=actor)
     unknown = sorted(set(fields) - set(EDITABLE_FIELDS))
     if unknown:
         raise ActionRefused(f"These fields cannot be edited: {', '.join(unknown)}.")
@@ -419,32 +410,23 @@ def revise_enquiry(enquiry_id, *, actor, reason, fields: dict, category=None) ->
             raise ActionRefused(
                 f"{enquiry.reference} is {enquiry.get_state_display()}: it can no longer be edited."
             ) from None
-        revision = Revision.objects.create(
-            enquiry=enquiry,
-            number=previous.number + 1,
+        revision = add_revision(
+            enquiry,
+            previous,
             fields=new_fields,
             category=new_category,
             origin="reviewer" if isinstance(actor, AbstractBaseUser) else str(actor)[:32],
             note=reason or "",
-            created_by=actor if isinstance(actor, AbstractBaseUser) else None,
-        )
-        enquiry.current_revision = revision.number
-        enquiry.category = new_category
-        enquiry.save()
-        signals.revision_created.send(
-            sender=Enquiry,
-            enquiry=enquiry,
-            revision=revision,
-            previous_revision=previous.number,
             actor=actor,
             reason=reason,
+            created_by=actor if isinstance(actor, AbstractBaseUser) else None,
         )
     return revision
 
 
 def assign_enquiry(enquiry_id, *, actor, reason, owner) -> Enquiry:
     """Name the person who owns an enquiry; not a change of state, so journalled by signal."""
-    _require_reason(actor, reason)
+    require_reason(reason, actor=actor)
     if isinstance(actor, AbstractBaseUser):
         if not actor.is_active or not (
             actor.has_perm("intake.review_enquiry") or actor.has_perm("intake.complete_enquiry")

@@ -12,10 +12,32 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from django_fsm.signals import post_transition, pre_transition
+
+from intake.visible import has_visible_text
 
 SYSTEM = "system"
 MODEL = "model"
+REASON_REQUIRED = _("Give a reason: it is written to the journal.")
+
+
+class ActionRefused(ValueError):
+    """The item's state, its policy or the request does not allow this action now; nothing
+    changed. The one refusal of every action, on an enquiry (intake.services) or an operation
+    or integration (ledger.services)."""
+
+
+def require_reason(reason, *, actor=None) -> str:
+    """The one reason rule: a reason with visible text, written to the journal; returned
+    stripped. Given ``actor``, only a person must give one (a worker's or a model's transition
+    names its own)."""
+    reason = (reason or "").strip()
+    if has_visible_text(reason):
+        return reason
+    if actor is None or isinstance(actor, AbstractBaseUser):
+        raise ActionRefused(REASON_REQUIRED)
+    return reason
 
 
 def actor_label(actor) -> str:

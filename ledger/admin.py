@@ -11,8 +11,8 @@ from django.db import transaction
 from config.destinations import shown, validate_address
 from ledger import journal
 from ledger import messages as said
-from ledger.limits import RateFormField
 from ledger.models import Integration
+from ledger.rates import RateFormField
 from ledger.services.integrations import token_must_be_retyped
 
 SECRET_FIELDS = set(Integration.SECRET_FIELDS)
@@ -86,7 +86,7 @@ class IntegrationAdmin(admin.ModelAdmin):
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if db_field.name == "max_requests_per_second":
-            # The one rule for a rate (ledger.limits.parse_rate), as on the console's form.
+            # The one rule for a rate (ledger.rates.parse_rate), as on the console's form.
             kwargs["form_class"] = RateFormField
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 

@@ -25,7 +25,7 @@ from django.db import transaction
 from intake.workflow import system_actor
 from ledger import journal
 from ledger.execution import lock_operation
-from ledger.models import Op, Operation
+from ledger.models import Action, Op, Operation
 
 logger = logging.getLogger("ledger.delivery")
 
@@ -39,14 +39,14 @@ def record_report(*, message_id, event, provider, description="", mta_response="
     if not message_id:
         return "no message id"
     found = (
-        Operation.objects.filter(action="notify.send", result__message_id=message_id)
+        Operation.objects.filter(action=Action.SEND_NOTICE, result__message_id=message_id)
         .values_list("pk", flat=True)
         .first()
     )
     if found is None:
         found = (
             Operation.objects.filter(
-                action="notify.send", attempts__request_summary__message_id=message_id
+                action=Action.SEND_NOTICE, attempts__request_summary__message_id=message_id
             )
             .values_list("pk", flat=True)
             .first()

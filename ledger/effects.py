@@ -10,16 +10,18 @@ from __future__ import annotations
 from django.utils import timezone
 
 from intake.models import Document, EnquiryState, Suggestion
-from ledger import journal
+from ledger import appointments, journal
 from ledger.connectors.base import CallResult
 from ledger.execution.locking import save_changed
+from ledger.models import Action
+from ledger.proposals import propose_extraction
 
 S = EnquiryState
 
 
 def already_done(operation) -> CallResult | None:
     """The policy's check before a call that may be skipped; a result means "done already"."""
-    if operation.action == "suggest.category":
+    if operation.action == Action.SUGGEST_CATEGORY:
         stored = (
             Suggestion.objects.filter(enquiry_id=operation.enquiry_id, revision=operation.revision)
             .order_by("-created_at")
@@ -29,7 +31,7 @@ def already_done(operation) -> CallResult | None:
             return CallResult(
                 None, str(stored.pk), "", {"label": stored.label, "already_stored": True}
             )
-    if operation.action == "appointments.read":
+    if operation.action == Action.READ_APPOINTMENTS:
         fresh = _fresh_read(operation)
         if fresh is not None:
             # Still fresh: its answer, with its own "as of", rather than another call.
@@ -41,7 +43,7 @@ def already_done(operation) -> CallResult | None:
 
 def on_success(operation, result: CallResult, *, enquiry, actor):
     action = operation.action
-    if action == "crm.create_enquiry":
+    if action == Action.CREATE_ENQUIRY:
         if enquiry.state in (S.APPROVED, S.SUBMITTED, S.SUBMISSION_UNKNOWN):
             enquiry.confirm(
                 actor=actor,
@@ -49,7 +51,7 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
                 evidence={"operation": str(operation.pk), "external_id": result.external_id},
             )
             save_changed(enquiry)
-    elif action == "crm.close_enquiry":
+    elif action == Action.CLOSE_ENQUIRY:
         journal.record(
             operation.enquiry,
             "ledger.crm_record.closed",
@@ -57,11 +59,11 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
             reason=operation.payload.get("reason", ""),
             evidence={"operation": str(operation.pk), "external_id": result.external_id},
         )
-    elif action == "appointments.read":
+    elif action == Action.READ_APPOINTMENTS:
         # A read that failed before this one is answered by it: out of the queue.
         for earlier in operation.__class__.objects.filter(
             enquiry_id=operation.enquiry_id,
-            action="appointments.read",
+            action=Action.READ_APPOINTMENTS,
             state="failed",
             created_at__lte=operation.created_at,
         ).exclude(pk=operation.pk):
@@ -71,16 +73,16 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
                 evidence={"later_read": str(operation.pk)},
             )
             earlier.save()
-    elif action == "suggest.category":
+    elif action == Action.SUGGEST_CATEGORY:
         _ready_for_review(enquiry, actor, f"suggestion: {result.result.get('label', '?')}")
-    elif action == "documents.extract":
+    elif action == Action.EXTRACT_DOCUMENT:
         document = _document(operation)
         if document is not None:
             apply_extraction(document, result.content or result.result)
 
 
 def on_unknown(operation, *, enquiry, actor, reason):
-    if operation.action == "crm.create_enquiry" and enquiry.state == S.SUBMITTED:
+    if operation.action == Action.CREATE_ENQUIRY and enquiry.state == S.SUBMITTED:
         enquiry.mark_submission_unknown(
             actor=actor, reason=reason, evidence={"operation": str(operation.pk)}
         )
@@ -90,7 +92,7 @@ def on_unknown(operation, *, enquiry, actor, reason):
 def on_failed(operation, *, enquiry, actor, attention, message):
     """The operation is `failed` for good (a person must act)."""
     action = operation.action
-    if action == "crm.create_enquiry":
+    if action == Action.CREATE_ENQUIRY:
         if enquiry.state in (S.SUBMITTED, S.SUBMISSION_UNKNOWN):
             enquiry.delivery_failed(
                 actor=actor,
@@ -98,7 +100,7 @@ def on_failed(operation, *, enquiry, actor, attention, message):
                 evidence={"operation": str(operation.pk), "attention": attention},
             )
             save_changed(enquiry)
-    elif action == "suggest.category":
+    elif action == Action.SUGGEST_CATEGORY:
         # Bounded retry, then `unresolved`: the review queue takes it from here.
         if not Suggestion.objects.filter(
             enquiry_id=operation.enquiry_id, revision=operation.revision
@@ -111,7 +113,7 @@ def on_failed(operation, *, enquiry, actor, attention, message):
                 validation=f"suggester failed: {message}"[:200],
             )
         _ready_for_review(enquiry, actor, "suggester failed; unresolved")
-    elif action == "documents.extract":
+    elif action == Action.EXTRACT_DOCUMENT:
         document = _document(operation)
         if document is not None:
             # Never invented fields: `extracted` keeps whatever it held (nothing, at first).
@@ -148,7 +150,6 @@ def apply_extraction(document, result: dict):
 def _read_new_version(operation, enquiry, document, version, actor):
     """The document changed on the server: the version there now is a new version, attached
     beside the old one and read as itself (never taken for the one that was attached)."""
-    from ledger.services.proposals import propose_extraction
 
     if len(version) > Document._meta.get_field("version").max_length:
         return  # not a version Handover can keep: the failed read says what is there
@@ -173,14 +174,12 @@ def extracted_fields(content) -> dict:
 
 
 def _fresh_read(operation):
-    from ledger import appointments
-
     integration = operation.integration
     if integration is None:
         return None
     latest = (
         operation.__class__.objects.filter(
-            enquiry_id=operation.enquiry_id, action="appointments.read", state="confirmed"
+            enquiry_id=operation.enquiry_id, action=Action.READ_APPOINTMENTS, state="confirmed"
         )
         .exclude(pk=operation.pk)
         .order_by("-created_at")

@@ -37,7 +37,8 @@ import requests
 from requests import exceptions as rx
 
 from ledger import failpoints, storable
-from ledger.connectors.base import ConnectorError, ErrorKind
+from ledger.errors import ConnectorError, ErrorKind
+from ledger.limits import parse_retry_after
 
 BODY_LIMIT = 2000
 TRANSIENT_STATUSES = {429, 502, 503, 504}
@@ -284,8 +285,6 @@ def _to_where(result: HttpResult) -> str:
 
 def _retry_after(result: HttpResult) -> float | None:
     """Seconds a 429 (or a 503 that names a time) asks us to wait; None for other answers."""
-    from ledger.limits import parse_retry_after
-
     value = next((v for k, v in result.headers.items() if k.lower() == "retry-after"), None)
     if result.status == 429 or (result.status == 503 and value is not None):
         return parse_retry_after(value)

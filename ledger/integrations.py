@@ -23,8 +23,8 @@ from django.db import transaction
 
 from config.env import env_bool, env_float, env_int, env_str
 from ledger.kinds import HANDOVER, KINDS, SMTP
-from ledger.limits import parse_rate
 from ledger.models import MAX_AGE_BOUNDS, Integration
+from ledger.rates import parse_rate
 
 PREFIX = {
     Integration.CRM: "CRM",
@@ -35,7 +35,7 @@ PREFIX = {
 
 
 def env_rate(name: str) -> float | None:
-    """A rate from the environment under the same rule as the forms (ledger.limits.parse_rate);
+    """A rate from the environment under the same rule as the forms (ledger.rates.parse_rate);
     a bad value stops the process at start-up, naming the variable."""
     try:
         return parse_rate(os.environ.get(name))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from config.destinations import shown
 from ledger import messages as said
+from ledger import smtp
 from ledger.connectors.appointments import AppointmentsConnector
 from ledger.connectors.base import Connector, ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import (
@@ -38,6 +39,7 @@ from ledger.connectors.documents import DocumentsConnector
 from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.webdav import WebDavDocumentRead
+from ledger.models import Action, register_kinds
 
 HANDOVER, BOTTLECRM, SMTP, CALDAV, WEBDAV = "handover", "bottlecrm", "smtp", "caldav", "webdav"
 # BottleCRM's profile roles: a check names one of these, never other text it was sent.
@@ -191,12 +193,12 @@ class HandoverKind(Kind):
     label = "Handover contract"
     connectors = {
         "crm": {
-            "crm.create_enquiry": CrmCreateConnector,
-            "crm.close_enquiry": CrmCloseConnector,
+            Action.CREATE_ENQUIRY: CrmCreateConnector,
+            Action.CLOSE_ENQUIRY: CrmCloseConnector,
         },
-        "notify": {"notify.send": NotifyConnector},
-        "documents": {"documents.extract": DocumentsConnector},
-        "appointments": {"appointments.read": AppointmentsConnector},
+        "notify": {Action.SEND_NOTICE: NotifyConnector},
+        "documents": {Action.EXTRACT_DOCUMENT: DocumentsConnector},
+        "appointments": {Action.READ_APPOINTMENTS: AppointmentsConnector},
     }
 
     # A read each integration answers without changing anything.
@@ -244,8 +246,8 @@ class BottleCrmKind(Kind):
     label = "BottleCRM"
     connectors = {
         "crm": {
-            "crm.create_enquiry": BottleCrmCaseCreate,
-            "crm.close_enquiry": BottleCrmCaseClose,
+            Action.CREATE_ENQUIRY: BottleCrmCaseCreate,
+            Action.CLOSE_ENQUIRY: BottleCrmCaseClose,
         }
     }
     # BottleCRM ignores Idempotency-Key. Its search sees a write at once, but a create can
@@ -345,7 +347,7 @@ class SmtpKind(Kind):
 
     key = SMTP
     label = "E-mail (SMTP)"
-    connectors = {"notify": {"notify.send": SmtpSendConnector}}
+    connectors = {"notify": {Action.SEND_NOTICE: SmtpSendConnector}}
     # A relay cannot be asked about a message it may have queued, and has no idempotency key:
     # an uncertain send waits for a person (ledger.smtp).
     declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
@@ -354,8 +356,6 @@ class SmtpKind(Kind):
     def validate(self, integration):
         errors = super().validate(integration)
         if "base_url" not in errors:
-            from ledger import smtp
-
             try:
                 smtp.relay_from_url(integration.base_url)
             except ValueError as exc:
@@ -366,8 +366,6 @@ class SmtpKind(Kind):
         problems = list(self.validate(integration).values())
         if problems:
             return problems
-        from ledger import smtp
-
         relay = smtp.relay_from_url(integration.base_url, integration.token)
         return smtp.check(relay, timeout=integration.timeout_seconds)
 
@@ -380,7 +378,7 @@ class CalDavKind(Kind):
 
     key = CALDAV
     label = "CalDAV calendar"
-    connectors = {"appointments": {"appointments.read": CalDavRead}}
+    connectors = {"appointments": {Action.READ_APPOINTMENTS: CalDavRead}}
     declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
 
     PROPFIND = (
@@ -428,7 +426,7 @@ class CalDavKind(Kind):
 class WebDavKind(Kind):
     key = WEBDAV
     label = "WebDAV"
-    connectors = {"documents": {"documents.extract": WebDavDocumentRead}}
+    connectors = {"documents": {Action.EXTRACT_DOCUMENT: WebDavDocumentRead}}
     # Reads only: nothing to look up, no key to send. A read is repeated, never reconciled.
     declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
 
@@ -455,27 +453,4 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def kind_of(integration) -> Kind:
-    try:
-        return KINDS[integration.kind]
-    except KeyError:
-        raise LookupError(f"unknown integration kind {integration.kind!r}") from None
-
-
-def capabilities(integration) -> Capabilities:
-    return kind_of(integration).capabilities(integration)
-
-
-def connector_for(operation) -> Connector:
-    """The connector for an operation: its integration's kind's, or the policy's in-process
-    one (work that leaves Handover through no integration, such as the suggester)."""
-    from ledger.policies import policy_for
-
-    integration = operation.integration
-    if integration is None:
-        policy = policy_for(operation)
-        if policy.in_process is None:
-            raise LookupError(f"{operation.action} needs an integration and has none")
-        return policy.in_process(None)
-    cls = kind_of(integration).connector_class(integration.name, operation.action)
-    return cls(integration)
+register_kinds(KINDS, dict(CHOICES))

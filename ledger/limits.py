@@ -33,75 +33,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
-from django import forms
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-# --- the rate an admin sets ----------------------------------------------------------------------
-# One rule wherever a rate is typed (the console's settings form, the Django admin, the
-# environment variable <PREFIX>_MAX_REQUESTS_PER_SECOND) and wherever one is read: plain ASCII
-# decimal ("25", "0.5"); 0 or empty means no limit; otherwise between RATE_MIN and RATE_MAX.
-# 1e-300 would make one call's interval overflow every datetime (OverflowError in the worker);
-# float() would also take "\u0663" (an Arabic-Indic three), "1_000", "1e3" and "inf".
-RATE_MIN = 0.01  # one call every 100 seconds
-RATE_MAX = 10_000.0
-_RATE_TEXT = re.compile(r"[0-9]{1,5}(?:\.[0-9]{1,6})?")
-
-
-def parse_rate(text) -> float | None:
-    """The rate typed as ``text``: None for no limit (empty or 0). Raises ValueError with a
-    message a person can act on."""
-    from ledger import messages as said
-
-    text = "" if text is None else str(text).strip()
-    if not text:
-        return None
-    if not _RATE_TEXT.fullmatch(text):
-        raise ValueError(str(said.RATE_NOT_A_NUMBER % {"value": text[:40]}))
-    return checked_rate(float(text))
-
-
-def checked_rate(rate) -> float | None:
-    """A stored or typed number under the same rule: None for no limit, else the rate."""
-    from ledger import messages as said
-
-    if rate is None or rate == 0:
-        return None
-    rate = float(rate)
-    if not (math.isfinite(rate) and RATE_MIN <= rate <= RATE_MAX):
-        raise ValueError(
-            str(said.RATE_OUT_OF_RANGE % {"value": f"{rate:g}", "min": RATE_MIN, "max": RATE_MAX})
-        )
-    return rate
-
-
-class RateFormField(forms.FloatField):
-    """The rate on a form (the console's and the admin's): read as text under parse_rate's
-    rule, never through float()."""
-
-    def to_python(self, value):
-        if value in self.empty_values:
-            return None
-        try:
-            return parse_rate(value)
-        except ValueError as exc:
-            raise ValidationError(str(exc), code="invalid") from None
-
-    def validate(self, value):
-        if value is None and self.required:
-            raise ValidationError(self.error_messages["required"], code="required")
-
-    def run_validators(self, value):
-        pass  # parse_rate is the rule (the model's MinValueValidator(0) says less)
-
-    def widget_attrs(self, widget):
-        attrs = super().widget_attrs(widget)
-        attrs.update({"min": "0", "max": f"{RATE_MAX:g}", "step": "any"})
-        return attrs
-
+from ledger import journal
+from ledger.models import Integration, Op, Operation
+from ledger.rates import RATE_MAX, RATE_MIN
+from ledger.worker import process_is_gone, worker_name
 
 # --- Retry-After --------------------------------------------------------------------------------
 
@@ -250,7 +190,6 @@ def _locked_state(cursor, integration_id):
 
 
 def _live_leases(cursor, integration_id, now) -> int:
-    from ledger.worker import process_is_gone
 
     cursor.execute(
         "DELETE FROM ledger_inflightslot WHERE integration_id = %s AND expires_at <= %s",
@@ -382,7 +321,6 @@ def turns(integration, count: int, *, now=None) -> list[datetime]:
 def throttle(integration, *, seconds: float, reason: str, actor, evidence=None) -> datetime:
     """The destination asked us to wait ``seconds``: nobody sends to it before then. Journalled
     on the integration when it moves the time on (many workers may hear the same 429)."""
-    from ledger import journal
 
     until = timezone.now() + timedelta(seconds=seconds)
     reason = reason[:300]
@@ -455,7 +393,6 @@ def before_request(integration) -> Permit | None:
     Throttled. Returns the Permit to hand to after_request() (None: no limits)."""
     if not applies(integration):
         return None
-    from ledger.worker import worker_name
 
     scope = _current.get()
     operation = scope.operation if scope is not None else None
@@ -509,8 +446,6 @@ def waiting(now=None) -> list[Waiting]:
     """Integrations throttled now, or limited with operations queued for a later turn, with how
     many approved operations wait for them (the queue page's notice; two small queries)."""
     from django.db.models import Count
-
-    from ledger.models import Integration, Op, Operation
 
     now = now or timezone.now()
     rows = list(

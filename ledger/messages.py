@@ -33,9 +33,8 @@ def holders(permission: str) -> str:
 
 
 SYSTEM_MAY_NOT = _("%(actor)s may not do this")
-REASON_REQUIRED = _("A reason is required: one with visible text.")
 
-# --- an integration's request rate (ledger.limits.parse_rate) ----------------------------------
+# --- an integration's request rate (ledger.rates.parse_rate) ----------------------------------
 RATE_NOT_A_NUMBER = _(
     "“%(value)s” is not a rate Handover reads: write calls per second as a plain decimal "
     "with the digits 0-9, such as 25 or 0.5 (0 or empty: no limit)."

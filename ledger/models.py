@@ -13,8 +13,7 @@ from config.destinations import validate_address
 from intake.models import Enquiry
 from intake.workflow import SYSTEM
 from ledger import messages as said
-from ledger.kinds import CHOICES as KIND_CHOICES
-from ledger.kinds import HANDOVER as HANDOVER_KIND
+from ledger.rates import checked_rate
 
 
 def _reason_lookups(kwargs: dict) -> tuple[list, dict]:
@@ -178,6 +177,33 @@ class PurgeRun(models.Model):
         return f"purge {self.started_at:%Y-%m-%d %H:%M}: {self.redacted} redacted"
 
 
+# --- kinds of destination API ----------------------------------------------------------------
+# Which API a destination speaks (its connectors, what it can do, how it is checked) is the
+# destinations layer's: ledger.kinds registers every kind here when it is imported, and
+# LedgerConfig.ready imports it. This module imports no connector, so adding a kind touches
+# nothing below ledger.kinds: not this model, not a migration (the field's choices are
+# kind_choices, read when they are used).
+KINDS: dict = {}  # key -> ledger.kinds.Kind
+KIND_LABELS: dict[str, str] = {}  # key -> what a form shows
+DEFAULT_KIND = "handover"
+
+
+def register_kinds(kinds: dict, labels: dict[str, str]) -> None:
+    KINDS.update(kinds)
+    KIND_LABELS.update(labels)
+
+
+def kind_choices() -> list[tuple[str, str]]:
+    return list(KIND_LABELS.items())
+
+
+def kind_of(integration):
+    try:
+        return KINDS[integration.kind]
+    except KeyError:
+        raise LookupError(f"unknown integration kind {integration.kind!r}") from None
+
+
 # A read's maximum age: at least 10 s (every worker can re-read within it), at most a day.
 MAX_AGE_BOUNDS = (10.0, 86400.0)
 
@@ -197,8 +223,8 @@ class Integration(models.Model):
     # Which API the destination speaks: its connectors and what it can do (ledger.kinds).
     kind = models.CharField(
         max_length=20,
-        choices=KIND_CHOICES,
-        default=HANDOVER_KIND,
+        choices=kind_choices,
+        default=DEFAULT_KIND,
         help_text="The API the destination speaks (docs/connectors.md).",
     )
     # One rule for every way an address arrives (config.destinations): http(s), or smtp:// and its
@@ -286,9 +312,7 @@ class Integration(models.Model):
     @property
     def capabilities(self):
         """What this integration can do: its kind's declaration narrowed by this row."""
-        from ledger.kinds import capabilities
-
-        return capabilities(self)
+        return kind_of(self).capabilities(self)
 
     def clean(self):
         errors = {}
@@ -317,9 +341,6 @@ class Integration(models.Model):
                 "timeout": cluster_timeout,
                 "retry": retry,
             }
-        from ledger.kinds import KINDS
-        from ledger.limits import checked_rate
-
         try:
             checked_rate(self.max_requests_per_second)
         except ValueError as exc:
@@ -365,6 +386,27 @@ class InFlightSlot(models.Model):
 
     def __str__(self):
         return f"{self.integration_id}: {self.holder} until {self.expires_at}"
+
+
+class Action:
+    """Every kind of external action the ledger records (``Operation.action``), named once:
+    code says ``Action.CREATE_ENQUIRY``, never the string. ledger.policies says what each is;
+    LABELS is what a person reads."""
+
+    SUGGEST_CATEGORY = "suggest.category"
+    READ_APPOINTMENTS = "appointments.read"
+    EXTRACT_DOCUMENT = "documents.extract"
+    CREATE_ENQUIRY = "crm.create_enquiry"
+    CLOSE_ENQUIRY = "crm.close_enquiry"
+    SEND_NOTICE = "notify.send"
+    LABELS = {
+        CREATE_ENQUIRY: "Create the enquiry in the CRM",
+        CLOSE_ENQUIRY: "Close the enquiry in the CRM (compensation)",
+        SEND_NOTICE: "Send the customer's acknowledgement",
+        SUGGEST_CATEGORY: "Suggest a category",
+        EXTRACT_DOCUMENT: "Read an attached document",
+        READ_APPOINTMENTS: "Read appointment slots",
+    }
 
 
 class OperationState(models.TextChoices):
@@ -447,7 +489,7 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     action = models.CharField(max_length=40)  # a key of ledger.policies.POLICIES
     revision = models.PositiveIntegerField()
     # <enquiry id>:<action>:r<revision>; made once, reused on every attempt.
-    # Every key Handover builds must fit this column (ledger.services.proposals._operation_key
+    # Every key Handover builds must fit this column (ledger.proposals._operation_key
     # digests what a sender could make too long).
     KEY_MAX_LENGTH = 200
     idempotency_key = models.CharField(max_length=KEY_MAX_LENGTH, unique=True)
@@ -567,7 +609,7 @@ class Operation(ConcurrentTransitionMixin, models.Model):
         approved revision is then never delivered. Cancelling it any other way would leave the
         enquiry waiting on a write that will never happen: a dead end."""
         return (
-            self.action == "crm.create_enquiry"
+            self.action == Action.CREATE_ENQUIRY
             and self.enquiry_id is not None
             and self.enquiry.state in ("approved", "submission_unknown")
         )

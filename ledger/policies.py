@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger.connectors.base import Connector
 from ledger.connectors.suggester import SuggesterConnector
-from ledger.models import Integration, Op, cancel_permission, retry_permission
+from ledger.models import Action, Integration, Op, cancel_permission, kind_of, retry_permission
 
 READ, WRITE = "read", "write"
 
@@ -48,7 +49,7 @@ POLICIES: dict[str, Policy] = {
     p.action: p
     for p in [
         Policy(
-            "suggest.category",
+            Action.SUGGEST_CATEGORY,
             READ,
             None,
             recovery="bounded retry, then `unresolved`",
@@ -57,7 +58,7 @@ POLICIES: dict[str, Policy] = {
             in_process=SuggesterConnector,
         ),
         Policy(
-            "appointments.read",
+            Action.READ_APPOINTMENTS,
             READ,
             Integration.APPOINTMENTS,
             recovery="bounded retry; stale data is re-read or reported stale",
@@ -65,7 +66,7 @@ POLICIES: dict[str, Policy] = {
             system_approved=True,
         ),
         Policy(
-            "documents.extract",
+            Action.EXTRACT_DOCUMENT,
             READ,
             Integration.DOCUMENTS,
             recovery="reprocess the same document version; access failure is a visible failure",
@@ -73,17 +74,17 @@ POLICIES: dict[str, Policy] = {
             system_approved=True,
         ),
         Policy(
-            "crm.create_enquiry",
+            Action.CREATE_ENQUIRY,
             WRITE,
             Integration.CRM,
             recovery="reconcile before retry",
             check_first="does the external record exist (lookup by reference)?",
             system_approved=False,
-            compensated_by="crm.close_enquiry",
+            compensated_by=Action.CLOSE_ENQUIRY,
             approved_by_revision=True,
         ),
         Policy(
-            "notify.send",
+            Action.SEND_NOTICE,
             WRITE,
             Integration.NOTIFY,
             recovery="check delivery state",
@@ -91,7 +92,7 @@ POLICIES: dict[str, Policy] = {
             system_approved=True,
         ),
         Policy(
-            "crm.close_enquiry",
+            Action.CLOSE_ENQUIRY,
             WRITE,
             Integration.CRM,
             recovery="compensation; reconcile before retry",
@@ -242,3 +243,17 @@ def allowed_actions(operation, user) -> list[str]:
         if user.has_perm(permission):
             allowed.append(action)
     return allowed
+
+
+# --- who carries it out ------------------------------------------------------------------------
+def connector_for(operation) -> Connector:
+    """The connector for an operation: its integration's kind's, or the policy's in-process
+    one (work that leaves Handover through no integration, such as the suggester)."""
+    integration = operation.integration
+    if integration is None:
+        policy = policy_for(operation)
+        if policy.in_process is None:
+            raise LookupError(f"{operation.action} needs an integration and has none")
+        return policy.in_process(None, retry_budget=retry_budget(operation)[0])
+    cls = kind_of(integration).connector_class(integration.name, operation.action)
+    return cls(integration)

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.mail import get_connection
 
-from ledger.connectors.base import ConnectorError, ErrorKind
+from ledger.errors import ConnectorError, ErrorKind
 
 NO_REPLY_ATTENTION = "smtp_no_reply"
 SCHEMES = {"smtp": "none", "smtp+starttls": "starttls", "smtps": "ssl"}

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
+from intake.diagram import transitions
+
 NODE_W, NODE_H = 138, 34
 GAP_X, GAP_Y = 44, 22
 PAD = 14
@@ -29,7 +31,7 @@ def fsm_graph(model, field_name="state"):
     states = [(str(value), str(label)) for value, label in field.choices]
     values = [v for v, _ in states]
     edges = []
-    for transition in field.get_all_transitions(model):
+    for transition in transitions(model, field):
         sources = values if transition.source in ("*", "+") else [str(transition.source)]
         target = transition.target
         if target is None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from intake.models import EnquiryState as S
-from ledger.models import Op
+from ledger.models import Action, Op
+from ledger.policies import connector_for
 from recovery import timefmt
 from recovery.words import ATTENTION, action_label, in_sentence, outcome_label
 
-WRITE_ACTIONS = ("crm.create_enquiry", "crm.close_enquiry", "notify.send")
+WRITE_ACTIONS = (Action.CREATE_ENQUIRY, Action.CLOSE_ENQUIRY, Action.SEND_NOTICE)
 SYSTEM_NAMES = {"crm": "the CRM", "notify": "the notification provider"}
 
 
@@ -198,8 +199,6 @@ def records_at_destination(op) -> list[Record]:
     seen = op.records_observed()
     if not seen or op.integration is None:
         return [Record(r) for r in seen]
-    from ledger.kinds import connector_for
-
     try:
         connector = connector_for(op)
     except LookupError:
@@ -299,8 +298,8 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
     ops = list(operations)
     writes = [op for op in ops if op.action in WRITE_ACTIONS]
     approved = enquiry.approved_revision
-    crm = next((op for op in reversed(writes) if op.action == "crm.create_enquiry"), None)
-    notify = next((op for op in reversed(writes) if op.action == "notify.send"), None)
+    crm = next((op for op in reversed(writes) if op.action == Action.CREATE_ENQUIRY), None)
+    notify = next((op for op in reversed(writes) if op.action == Action.SEND_NOTICE), None)
     state = enquiry.state
 
     if state in (S.RECEIVED, S.VALIDATED):
@@ -394,7 +393,7 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
     safe = []
     for op in ops:
         if op.state in (Op.UNKNOWN, Op.FAILED, Op.SUBMITTED) or (
-            op.state == Op.CONFIRMED and op.action == "crm.create_enquiry"
+            op.state == Op.CONFIRMED and op.action == Action.CREATE_ENQUIRY
         ):
             safe.append(f"{action_label(op.action)}: {safe_now(op)}")
     if enquiry.receipt_pending and enquiry.receipt_failures:
@@ -455,13 +454,13 @@ def runbook_for_operation(op) -> str | None:
         return "internal-error"
     if kind == "throttled":
         return "throttled"
-    if op.action == "appointments.read":
+    if op.action == Action.READ_APPOINTMENTS:
         return "appointments-stale"
-    if op.attention == "access_denied" or op.action == "documents.extract":
+    if op.attention == "access_denied" or op.action == Action.EXTRACT_DOCUMENT:
         return "document-access"
     if op.attention == "smtp_no_reply":
         return "email-no-reply"
-    if op.action == "notify.send" and op.state == Op.FAILED:
+    if op.action == Action.SEND_NOTICE and op.state == Op.FAILED:
         return "notification-failed"
     if op.state == Op.UNKNOWN and kind == "duplicate":
         return "duplicate-records"
@@ -484,7 +483,7 @@ def runbook_for_enquiry(enquiry, operations=()) -> str | None:
         return "receipt-pending"
     if enquiry.state in (S.SUBMISSION_UNKNOWN, S.SUBMITTED, S.APPROVED):
         for op in reversed(list(operations)):
-            if op.action == "crm.create_enquiry" and op.state in (Op.UNKNOWN, Op.FAILED):
+            if op.action == Action.CREATE_ENQUIRY and op.state in (Op.UNKNOWN, Op.FAILED):
                 return runbook_for_operation(op)
         return "unknown-outcome" if enquiry.state == S.SUBMISSION_UNKNOWN else None
     if enquiry.state == S.READY_FOR_REVIEW and enquiry.category_id is None:
@@ -588,7 +587,7 @@ def cancel_help(op) -> str:
                 f"{op.payload.get('reference') or op.reference}: look there first."
             )
         return text
-    if op.action == "crm.create_enquiry":
+    if op.action == Action.CREATE_ENQUIRY:
         state = op.enquiry.get_state_display()
         return (
             f"Stops this write for good. {op.enquiry.reference} stays {state}: it does not "

@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 from config.destinations import validate_address
 from intake.models import Category
 from intake.visible import has_visible_text
-from ledger.limits import RateFormField
+from intake.workflow import REASON_REQUIRED
 from ledger.models import Integration
+from ledger.rates import RateFormField
 from recovery import messages as said
 from recovery.durations import SecondsField
 
@@ -28,7 +29,7 @@ class ReasonField(forms.CharField):
             "widget",
             forms.Textarea(attrs={"rows": 2, "placeholder": "Why? (written to the journal)"}),
         )
-        kwargs.setdefault("error_messages", {"required": said.REASON_REQUIRED})
+        kwargs.setdefault("error_messages", {"required": REASON_REQUIRED})
         super().__init__(**kwargs)
 
     def validate(self, value):
@@ -271,7 +272,7 @@ class IntegrationForm(forms.ModelForm):
         widgets = {"token": forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"})}
         field_classes = {
             "base_url": forms.CharField,  # the scheme is checked in __init__
-            "max_requests_per_second": RateFormField,  # ledger.limits.parse_rate's rule
+            "max_requests_per_second": RateFormField,  # ledger.rates.parse_rate's rule
         }
 
     def __init__(self, *args, **kwargs):

@@ -132,7 +132,6 @@ STAY_HELD = ngettext_lazy("%(n)d stay held.", "%(n)d stay held.", "n")
 SETTINGS_SAVED = _("%(integration)s settings saved (%(changed)s).")
 
 # --- forms (recovery.forms, recovery.durations) -------------------------------------------------
-REASON_REQUIRED = _("Give a reason: it is written to the journal.")
 REASON_INVISIBLE = _("Give a reason in words: this one has only spaces or invisible characters.")
 BULK_ACTION_REQUIRED = _("Choose what to do with the selected items.")
 BULK_ACTION_NOT_FOR_MANY = _("That action cannot be applied to many items at once.")

@@ -31,8 +31,8 @@ from django.utils import timezone
 
 from ledger.models import Integration, JournalEntry, Operation
 from ledger.notices import OPERATOR_DIGEST
+from ledger.proposals import notice_payload
 from ledger.services import propose_message
-from ledger.services.proposals import notice_payload
 from recovery import ownership, timefmt
 from recovery.models import NoticePreference, OperatorNotice, Queue, ResponsePolicy
 

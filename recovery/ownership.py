@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import Case, F, Q, Value, When
 
 from intake.models import EnquiryState
-from ledger.models import Op
+from ledger.models import Action, Op
 from ledger.receipt import FAILURES_FOR_A_PERSON
 from recovery import messages as said
 from recovery.models import Queue, ResponsePolicy
@@ -211,7 +211,7 @@ def attach_owners(enquiries) -> None:
     ):
         mine = queued_ops.setdefault(op.enquiry_id, [])
         # Its CRM write first (that is the enquiry's row), else its oldest other work.
-        if op.action == "crm.create_enquiry":
+        if op.action == Action.CREATE_ENQUIRY:
             mine.insert(0, op)
         else:
             mine.append(op)
@@ -219,7 +219,7 @@ def attach_owners(enquiries) -> None:
     for enquiry in enquiries:
         queue = enquiry_queue(enquiry)
         ops = queued_ops.get(enquiry.pk, [])
-        op = ops[0] if ops and (queue is None or ops[0].action == "crm.create_enquiry") else None
+        op = ops[0] if ops and (queue is None or ops[0].action == Action.CREATE_ENQUIRY) else None
         if op is not None:
             queue = operation_queue(op)
             chosen[enquiry.pk] = ("ledger.operation", op, queue, op.integration_id)

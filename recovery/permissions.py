@@ -7,27 +7,11 @@ loaded (Django caches them on the user), so the queue can ask for every row.
 """
 
 from ledger import policies
-from ledger.models import Integration
+from ledger.models import Action, Integration
+from recovery.operator_actions import ENQUIRY_ACTIONS
 
-# Console action -> Enquiry transition it fires (through intake.services).
-ENQUIRY_TRANSITIONS = {
-    "approve_revision": "approve",
-    "edit": "revise",
-    "request_information": "request_information",
-    "information_received": "information_received",
-    "reject": "reject",
-}
-ASSIGN_PERMISSIONS = ("intake.review_enquiry", "intake.complete_enquiry")
-
-# Console action -> the permission the view checks before anything else (403 otherwise).
-OPERATION_PERMISSIONS = {**policies.PERMISSIONS}
-ENQUIRY_PERMISSIONS = {
-    "approve_revision": "intake.approve_revision",
-    "edit": "intake.review_enquiry",
-    "request_information": "intake.review_enquiry",
-    "information_received": "intake.review_enquiry",
-    "reject": "intake.review_enquiry",
-}
+# Who may take each action: recovery.operator_actions (an enquiry's), ledger.policies (an
+# operation's).
 INTEGRATION_PERMISSION = "ledger.pause_integration"
 # Editing an integration's settings (address, token, timeouts, owner): admins.
 CONFIGURE_PERMISSION = "ledger.change_integration"
@@ -36,7 +20,7 @@ VIEW_PERMISSION = "intake.view_enquiry"
 
 
 def can_assign(user) -> bool:
-    return any(user.has_perm(p) for p in ASSIGN_PERMISSIONS)
+    return ENQUIRY_ACTIONS["assign"].may(user)
 
 
 def operation_actions(operation, user) -> list[str]:
@@ -50,7 +34,7 @@ def operation_actions(operation, user) -> list[str]:
         return []
     if "retry" in actions and not retry_advised(operation):
         actions.remove("retry")
-    to_operator = operation.enquiry_id is None and operation.action == "notify.send"
+    to_operator = operation.enquiry_id is None and operation.action == Action.SEND_NOTICE
     if to_operator and "reassign" in actions:
         actions.remove("reassign")  # a message to an operator: retried, completed or cancelled
     return actions
@@ -59,9 +43,9 @@ def operation_actions(operation, user) -> list[str]:
 def enquiry_actions(enquiry, user) -> list[str]:
     available = {t.name for t in enquiry.get_available_state_transitions()}
     actions = [
-        action
-        for action, transition in ENQUIRY_TRANSITIONS.items()
-        if transition in available and user.has_perm(ENQUIRY_PERMISSIONS[action])
+        name
+        for name, action in ENQUIRY_ACTIONS.items()
+        if action.transition in available and action.may(user)
     ]
     if enquiry.closed_at is None and can_assign(user):
         actions.append("assign")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from recovery.words import OPERATOR_ACTIONS, action_label, in_sentence, outcome_label
+from recovery.operator_actions import ACTIONS
+from recovery.words import action_label, in_sentence, outcome_label
 
 # The enquiry's steps as the story tells them: journal action -> (words, tone). A person's
 # row is always told; a system row only if it is here.
@@ -32,13 +33,13 @@ ENQUIRY_STEPS = {
 }
 # A person's action on an operation, in the words of the button they pressed.
 OPERATION_ACTIONS = {
-    "recovery.operation.reconcile_requested": OPERATOR_ACTIONS["reconcile"][0],
-    "recovery.operation.reassigned": OPERATOR_ACTIONS["reassign"][0],
-    "recovery.operation.compensation_proposed": OPERATOR_ACTIONS["compensate"][0],
-    "ledger.operation.retry": OPERATOR_ACTIONS["retry"][0],
-    "ledger.operation.cancel": OPERATOR_ACTIONS["cancel"][0],
-    "ledger.operation.approve": OPERATOR_ACTIONS["approve"][0],
-    "ledger.operation.confirm": OPERATOR_ACTIONS["complete_by_hand"][0],
+    "recovery.operation.reconcile_requested": ACTIONS["reconcile"].label,
+    "recovery.operation.reassigned": ACTIONS["reassign"].label,
+    "recovery.operation.compensation_proposed": ACTIONS["compensate"].label,
+    "ledger.operation.retry": ACTIONS["retry"].label,
+    "ledger.operation.cancel": ACTIONS["cancel"].label,
+    "ledger.operation.approve": ACTIONS["approve"].label,
+    "ledger.operation.confirm": ACTIONS["complete_by_hand"].label,
 }
 ATTEMPT_TONES = {"success": "ok", "found": "ok", "not_found": "", "": "wait"}
 # Longer than this, the middle folds: the first lines (how it began) and the latest stay.

@@ -87,7 +87,7 @@ def escalate_overdue(now=None) -> int:
                 )
         except IntegrityError:
             continue  # escalated already (by an earlier run or a concurrent one)
-        except (ledger_services.ActionRefused, intake_services.ActionRefused) as exc:
+        except ledger_services.ActionRefused as exc:
             # The item moved on between the read and the lock: nothing to escalate.
             log.info("not escalated %s %s: %s", row["q_kind"], row["q_key"], exc)
             continue

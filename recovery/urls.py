@@ -1,5 +1,6 @@
 from django.urls import path
 
+from recovery.operator_actions import ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views import (
     actions,
     bulk,
@@ -12,7 +13,6 @@ from recovery.views import (
     setup,
     slots,
 )
-from recovery.views.items import ENQUIRY_SEGMENTS, OP_SEGMENTS
 
 app_name = "recovery"
 
@@ -78,7 +78,7 @@ urlpatterns += [
         {"action": action},
         name=f"op-{segment}",
     )
-    for action, segment in OP_SEGMENTS.items()
+    for action, segment in ((a.name, a.segment) for a in OPERATION_ACTIONS.values())
 ]
 urlpatterns += [
     path(
@@ -87,5 +87,5 @@ urlpatterns += [
         {"action": action},
         name=f"enquiry-{segment}",
     )
-    for action, segment in ENQUIRY_SEGMENTS.items()
+    for action, segment in ((a.name, a.segment) for a in ENQUIRY_ACTIONS.values())
 ]

@@ -1,19 +1,11 @@
-"""The console's plain words for codes: actions, outcomes, attention reasons, operator actions."""
+"""The console's plain words for codes: actions, outcomes, attention reasons. An operator
+action's words are its row in recovery.operator_actions."""
 
-from ledger.models import Integration
+from ledger.models import Action, Integration
 from ledger.policies import ATTENTION as POLICY_ATTENTION
 
-ACTIONS = {
-    "crm.create_enquiry": "Create the enquiry in the CRM",
-    "crm.close_enquiry": "Close the enquiry in the CRM (compensation)",
-    "notify.send": "Send the customer's acknowledgement",
-    "suggest.category": "Suggest a category",
-    "documents.extract": "Read an attached document",
-    "appointments.read": "Read appointment slots",
-}
-
 # Writes whose delay a customer feels: their record in the CRM, their acknowledgement.
-CUSTOMER_AFFECTING_ACTIONS = ("crm.create_enquiry", "notify.send", "crm.close_enquiry")
+CUSTOMER_AFFECTING_ACTIONS = (Action.CREATE_ENQUIRY, Action.SEND_NOTICE, Action.CLOSE_ENQUIRY)
 
 OUTCOMES = {
     "success": "succeeded",
@@ -34,52 +26,9 @@ OUTCOMES = {
 # Why a person must look (Operation.attention): the ledger owns those words.
 ATTENTION = POLICY_ATTENTION
 
-# Operator actions: button label, whether it changes an external system.
-OPERATOR_ACTIONS = {
-    "reconcile": ("Reconcile now", False),
-    "retry": ("Retry", True),
-    "complete_by_hand": ("Complete by hand", False),
-    "cancel": ("Cancel safely", False),
-    "compensate": ("Propose compensation", True),
-    "approve": ("Approve", True),
-    "reassign": ("Reassign owner", False),
-    "approve_revision": ("Approve revision", True),
-    "edit": ("Edit (new revision)", False),
-    "request_information": ("Request information", False),
-    "information_received": ("Information received", False),
-    "reject": ("Reject", False),
-    "assign": ("Reassign owner", False),
-    "pause": ("Pause", False),
-    "resume": ("Resume and review backlog", False),
-}
-
-ACTION_HELP = {
-    # The item page says exactly what follows for the operation's integration
-    # (recovery.explain.reconcile_help); this is the short form.
-    "reconcile": "Looks the record up at the destination by its reference. Not found: the "
-    "write is sent again with the same idempotency key.",
-    "retry": "Sends the same approved request again with the same idempotency key.",
-    "complete_by_hand": "You found or made the record yourself: give its reference at the "
-    "destination. Nothing is sent.",
-    "cancel": "Stops this operation for good. Nothing is sent; nothing at the destination is "
-    "undone. (Cancelling the CRM write an enquiry waits on also closes the enquiry as "
-    "Rejected: its page says so before the click.)",
-    "compensate": "Proposes an operation that closes the record at the destination; it is "
-    "approved like any write.",
-    "approve": "Lets this operation run.",
-    "reassign": "Names the person who owns this item now.",
-    "assign": "Names the person who owns this enquiry now.",
-    "approve_revision": "Authorises delivery of the current revision to the CRM.",
-    "request_information": "Asks the customer for what is missing; the enquiry waits.",
-    "information_received": "The customer answered: the enquiry goes back to review.",
-    "reject": "Closes the enquiry without delivering it.",
-    "pause": "No new writes start; intake keeps accepting and storing; the backlog is kept.",
-    "resume": "Unpauses. Held writes stay held until you review and release them.",
-}
-
 
 def action_label(action: str) -> str:
-    return ACTIONS.get(action, action.replace(".", " ").replace("_", " "))
+    return Action.LABELS.get(action, action.replace(".", " ").replace("_", " "))
 
 
 def in_sentence(label: str) -> str:

@@ -26,7 +26,7 @@ import requests
 from harness.bottlecrm import BottleCrm
 from harness.faultproxy import FaultProxy
 from ledger.kinds import BOTTLECRM, HANDOVER, KINDS
-from ledger.models import Integration
+from ledger.models import Action, Integration
 
 # The drill's target names, per kind: what "crm.create" is at each destination's API.
 CRM_TARGETS = {
@@ -129,7 +129,7 @@ class ProxiedCrm:
     # -- counting at the destination -----------------------------------------------------------
 
     def _lookup(self, reference: str):
-        connector_class = self.kind.connector_class(Integration.CRM, "crm.create_enquiry")
+        connector_class = self.kind.connector_class(Integration.CRM, Action.CREATE_ENQUIRY)
         probe = SimpleNamespace(payload={"reference": reference}, pk=None)
         result = connector_class(self.counting_row).lookup(probe)
         if not result.supported:

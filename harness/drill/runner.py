@@ -64,8 +64,8 @@ from harness.sandbox_process import SandboxProcess
 from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
-from ledger.kinds import HANDOVER, WEBDAV, kind_of
-from ledger.models import Integration, Op, Operation
+from ledger.kinds import HANDOVER, WEBDAV
+from ledger.models import Action, Integration, Op, Operation, kind_of
 
 logger = logging.getLogger("harness.drill")
 
@@ -400,7 +400,7 @@ class Drill:
             raise CaseFailed(f"{exc}; it is {enquiry.state}") from None
 
     def crm_operation(self, enquiry, revision=None) -> Operation | None:
-        ops = Operation.objects.filter(enquiry=enquiry, action="crm.create_enquiry")
+        ops = Operation.objects.filter(enquiry=enquiry, action=Action.CREATE_ENQUIRY)
         if revision is not None:
             ops = ops.filter(revision=revision)
         return ops.order_by("-revision", "-created_at").first()

@@ -1,4 +1,5 @@
-"""What every connector shares: the typed error, the outcome of a call and of a lookup.
+"""What every connector shares: the typed error (ledger.errors), the outcome of a call and of
+a lookup.
 
 A connector knows one destination's API: how to send an approved operation, how to look its
 record up, and how to tell the difference between "not there" and "cannot tell". It never
@@ -7,64 +8,11 @@ touches the ledger's state: ledger.execution decides what an outcome means.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import storable
-
-
-class ErrorKind(enum.StrEnum):
-    TRANSIENT = "transient"  # never sent or refused before being acted on: retry with backoff
-    UNCERTAIN = "uncertain"  # sent, no answer: the destination may have acted; reconcile
-    INVALID = "invalid"  # refused as it is: do not retry, a person reads the message
-    AUTH = "auth"  # our credentials were refused: do not retry, the owner is told
-    # An error inside Handover's own code before anything was sent: not the destination's
-    # outcome. Not retried by itself; a person (the maintainer) looks, then retries safely.
-    INTERNAL = "internal"
-
-
-class ConnectorError(Exception):
-    """``attention``: for an uncertain outcome that no look-up can settle, why a person must
-    look instead (an ``ATTENTION`` code); ``evidence``: what the destination did say (an ID it
-    returned), kept on the operation for that person.
-
-    What a destination said (message, body, evidence) is made storable here, once, for every
-    connector (ledger.storable: a NUL or a lone surrogate would stop PostgreSQL storing it)."""
-
-    def __init__(
-        self,
-        kind,
-        message: str,
-        *,
-        status: int | None = None,
-        body: str = "",
-        attention: str = "",
-        evidence: dict | None = None,
-        retry_after: float | None = None,
-        answer: str = "",
-    ):
-        message = storable.text(message)
-        super().__init__(message)
-        self.kind = ErrorKind(kind)
-        self.message = message
-        self.status = status
-        self.body = storable.text(body)
-        self.attention = attention
-        self.evidence = storable.data(evidence or {})
-        # Seconds the destination asked us to wait (429, or 503 with Retry-After): a throttle,
-        # not a failure. The engine waits it out without spending the retry budget.
-        self.retry_after = retry_after
-        # What came back, without its content ("HTTP 404, text/html, 1,234 characters"): what
-        # an admin's connection check shows, so it cannot read another service's pages.
-        self.answer = answer
-
-    @property
-    def retryable(self) -> bool:
-        return self.kind is ErrorKind.TRANSIENT
-
-    def __repr__(self):
-        return f"ConnectorError({self.kind.value}, {self.message!r}, status={self.status})"
+from ledger import http, limits, storable
+from ledger.errors import ConnectorError, ErrorKind
 
 
 @dataclass
@@ -153,8 +101,6 @@ class Connector:
     def summary_path(*segments) -> str:
         """The path for an attempt's summary (recorded before the call): never raises, because
         the call itself refuses a path it cannot build, as an invalid attempt."""
-        from ledger import http
-
         try:
             return http.path(*segments)
         except ConnectorError as exc:
@@ -176,8 +122,6 @@ class Connector:
         """``path`` under the integration's address; or ``url``, a whole address a destination
         named (a WebDAV href), sent only when it is on the integration's own server.
         ``headers`` add to (or replace) the connector's own."""
-        from ledger import http, limits
-
         target = self.same_server(url) if url is not None else self.url(path)
 
         # The one choke point: every request to a limited destination takes its turn here.

@@ -10,17 +10,22 @@ from ledger.connectors.base import CallResult, Connector, ConnectorError, Lookup
 
 
 class SuggesterConnector(Connector):
+    """``retry_budget``: attempts before ``unresolved``, handed over by the policy that runs it
+    in process (ledger.policies.connector_for): a connector reads no policy."""
+
+    def __init__(self, integration=None, *, retry_budget: int = 1):
+        super().__init__(integration)
+        self.retry_budget = retry_budget
+
     def request_summary(self, operation):
         return {**super().request_summary(operation), "revision": operation.revision}
 
     def call(self, operation):
         from intake import services as intake_services
-        from ledger.policies import retry_budget
 
         # Bounded retry, then `unresolved`: while budget remains a retryable provider error
         # comes back to the ledger; the last attempt lets intake store it as unresolved.
-        budget, _backoff = retry_budget(operation)
-        last_attempt = operation.budget_used >= budget
+        last_attempt = operation.budget_used >= self.retry_budget
         try:
             suggestion = intake_services.suggest_category(
                 operation.enquiry, raise_retryable=not last_attempt

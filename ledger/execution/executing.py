@@ -25,9 +25,8 @@ from ledger.execution.outcomes import (
     to_unknown,
     wait_until,
 )
-from ledger.kinds import connector_for
-from ledger.models import Attempt, Op, payload_hash
-from ledger.policies import retry_budget
+from ledger.models import Action, Attempt, Op, payload_hash
+from ledger.policies import connector_for, retry_budget
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
 
@@ -115,7 +114,7 @@ def claim(op_id):
         if integration is not None and integration.paused:
             hold(op, actor=actor, reason=f"{integration} is paused")
             return None
-        if op.action == "crm.create_enquiry" and enquiry.approved_revision != op.revision:
+        if op.action == Action.CREATE_ENQUIRY and enquiry.approved_revision != op.revision:
             op.cancel(
                 actor=actor,
                 reason=f"the approval of revision {op.revision} no longer stands",
@@ -159,7 +158,7 @@ def claim(op_id):
         op.next_attempt_at = None
         op.submit(actor=actor, reason=f"attempt {number}", evidence={"attempt": number})
         save_changed(op)
-        if op.action == "crm.create_enquiry" and enquiry.state == "approved":
+        if op.action == Action.CREATE_ENQUIRY and enquiry.state == "approved":
             enquiry.submit(
                 actor=actor,
                 reason=f"sending revision {op.revision} to the CRM",
@@ -255,7 +254,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             save_changed(op)
             return "failed (internal error)"
         if kind is ErrorKind.AUTH:
-            attention = "access_denied" if op.action == "documents.extract" else "auth"
+            attention = "access_denied" if op.action == Action.EXTRACT_DOCUMENT else "auth"
             fail_operation(op, enquiry, actor, attention, error.message)
             save_changed(op)
             # A document whose access was removed is that document's problem, not the

@@ -24,9 +24,8 @@ from ledger.execution.outcomes import (
     throttled_in_a_row,
     wait_until,
 )
-from ledger.kinds import connector_for
 from ledger.models import Attempt, Op
-from ledger.policies import policy_for, retry_budget
+from ledger.policies import connector_for, policy_for, retry_budget
 from ledger.queueing import EXECUTE, RECONCILE, enqueue
 from ledger.worker import worker_actor
 

@@ -15,6 +15,16 @@ PermissionDenied when the actor's role says no.
 """
 
 from ledger.policies import allowed_actions
+from ledger.proposals import (
+    LEDGER,
+    integration,
+    nudge_enquiry,
+    propose,
+    propose_information_request,
+    propose_message,
+    propose_receipt_work,
+    supersede_revision,
+)
 from ledger.services.actions import (
     approve_operation,
     approve_revision,
@@ -26,7 +36,7 @@ from ledger.services.actions import (
     retry_operation,
 )
 from ledger.services.appointments import needs_visit, request_slots, slots_view
-from ledger.services.common import LEDGER, ActionRefused, integration, operator_action
+from ledger.services.common import ActionRefused, operator_action
 from ledger.services.documents import reprocess_document
 from ledger.services.integrations import (
     backlog,
@@ -35,14 +45,6 @@ from ledger.services.integrations import (
     pause_integration,
     release_backlog,
     resume_integration,
-)
-from ledger.services.proposals import (
-    nudge_enquiry,
-    propose,
-    propose_information_request,
-    propose_message,
-    propose_receipt_work,
-    supersede_revision,
 )
 
 __all__ = [

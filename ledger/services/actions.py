@@ -13,11 +13,10 @@ from django_fsm import TransitionNotAllowed
 
 from intake.classification import record_review_outcome
 from intake.models import Enquiry, EnquiryState
-from intake.visible import has_visible_text
 from ledger import failpoints, journal
 from ledger import messages as said
 from ledger.execution import schedule_reconcile
-from ledger.models import Op, Operation, payload_hash
+from ledger.models import Action, Op, Operation, payload_hash
 from ledger.policies import (
     APPROVE,
     CANCEL,
@@ -28,15 +27,14 @@ from ledger.policies import (
     RETRY,
     policy_for,
 )
+from ledger.proposals import LEDGER, approve_proposed, crm_payload, propose
 from ledger.queueing import EXECUTE, enqueue
 from ledger.services.common import (
-    LEDGER,
     ActionRefused,
     operator_action,
     require_permission,
     require_reason,
 )
-from ledger.services.proposals import approve_proposed, crm_payload, propose
 
 # --- approval -----------------------------------------------------------------------------------
 
@@ -44,8 +42,8 @@ from ledger.services.proposals import approve_proposed, crm_payload, propose
 def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
     """Enquiry.approve + the CRM operation for that revision approved + its task, one commit."""
     require_permission(actor, "intake.approve_revision")
-    if reason and not has_visible_text(reason):  # blank: the default reason below
-        raise ActionRefused(said.REASON_REQUIRED)
+    if reason:  # blank: the default reason below
+        require_reason(reason)
     with transaction.atomic():
         enquiry = Enquiry.objects.select_for_update().get(pk=enquiry_id)
         revision = enquiry.revision
@@ -62,7 +60,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
         revision.save(update_fields=["approved_by", "approved_at"])
         payload = crm_payload(enquiry, revision)
         op, _ = propose(
-            enquiry, "crm.create_enquiry", payload, revision=revision.number, actor=LEDGER
+            enquiry, Action.CREATE_ENQUIRY, payload, revision=revision.number, actor=LEDGER
         )
         op = (
             Operation.objects.select_for_update(of=("self",))
@@ -158,7 +156,7 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
         op.lease_expires_at = None
         act.transition(op.confirm, evidence={"external_id": external_id})
         op.save()
-        if op.action == "crm.create_enquiry" and enquiry.state in (
+        if op.action == Action.CREATE_ENQUIRY and enquiry.state in (
             EnquiryState.APPROVED,
             EnquiryState.SUBMITTED,
             EnquiryState.SUBMISSION_UNKNOWN,

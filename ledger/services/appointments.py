@@ -19,11 +19,10 @@ from django.utils import timezone
 
 from intake.models import Enquiry
 from ledger import appointments
-from ledger.models import Integration, Op, Operation
-from ledger.services.common import integration
-from ledger.services.proposals import propose
+from ledger.models import Action, Integration, Op, Operation
+from ledger.proposals import integration, propose
 
-ACTION = "appointments.read"
+ACTION = Action.READ_APPOINTMENTS
 IN_FLIGHT = (Op.PROPOSED, Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN)
 
 

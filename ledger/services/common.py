@@ -12,20 +12,12 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from intake.models import Enquiry
-from intake.visible import has_visible_text
-from intake.workflow import system_actor
+from intake.workflow import ActionRefused, require_reason
 from ledger import journal
 from ledger import messages as said
 from ledger.execution import lock_operation
-from ledger.integrations import ensure_integrations
-from ledger.models import Integration, Operation
+from ledger.models import Operation
 from ledger.policies import APPROVE, CANCEL, PERMISSIONS, RETRY, permission_for, state_allows
-
-LEDGER = system_actor("ledger")
-
-
-class ActionRefused(ValueError):
-    """The operation's state or policy does not allow this action now."""
 
 
 def require_permission(actor, permission):
@@ -36,20 +28,6 @@ def require_permission(actor, permission):
             )
     elif not str(actor).startswith("system:"):
         raise PermissionDenied(said.SYSTEM_MAY_NOT % {"actor": actor})
-
-
-def require_reason(reason) -> str:
-    reason = (reason or "").strip()
-    if not has_visible_text(reason):
-        raise ActionRefused(said.REASON_REQUIRED)
-    return reason
-
-
-def integration(name) -> Integration:
-    try:
-        return Integration.objects.get(name=name)
-    except Integration.DoesNotExist:
-        return ensure_integrations()[name]
 
 
 @dataclass

@@ -10,9 +10,9 @@ from django.db import transaction
 
 from intake.models import Document, Enquiry
 from ledger import journal
-from ledger.models import Op, Operation
-from ledger.services.common import LEDGER, ActionRefused, require_permission, require_reason
-from ledger.services.proposals import _operation_key, extraction_detail, propose_extraction
+from ledger.models import Action, Op, Operation
+from ledger.proposals import LEDGER, _operation_key, extraction_detail, propose_extraction
+from ledger.services.common import ActionRefused, require_permission, require_reason
 
 
 def reprocess_document(document_pk, *, actor, reason) -> Operation:
@@ -25,7 +25,7 @@ def reprocess_document(document_pk, *, actor, reason) -> Operation:
         enquiry = Enquiry.objects.select_for_update().get(pk=enquiry_id[0])
         document = Document.objects.get(pk=document_pk)
         key = _operation_key(
-            enquiry, "documents.extract", enquiry.current_revision, extraction_detail(document)
+            enquiry, Action.EXTRACT_DOCUMENT, enquiry.current_revision, extraction_detail(document)
         )
         existing = Operation.objects.filter(idempotency_key=key).first()
         if existing is not None:

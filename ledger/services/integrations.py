@@ -11,11 +11,11 @@ from config.destinations import shown
 from intake.models import Enquiry
 from ledger import journal, limits, storable
 from ledger import messages as said
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Op, Operation, kind_of
+from ledger.proposals import integration
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.services.common import (
     ActionRefused,
-    integration,
     require_permission,
     require_reason,
 )
@@ -97,8 +97,6 @@ def check_integration(name, *, actor) -> list[str]:
     """Call the integration's destination as its kind knows how; the problems in plain words
     (none: ready). Nothing at the destination changes; the outcome is journalled, so a failed
     check stays visible beside the integration's other changes."""
-    from ledger.kinds import kind_of
-
     require_permission(actor, "ledger.pause_integration")
     row = integration(name)
     # Made storable (ledger.storable): a problem quotes the destination, which may hold a NUL.

@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revision, Suggestion
 from ledger import journal
-from ledger.models import Attempt, Integration, Operation, payload_hash
+from ledger.models import Action, Attempt, Integration, Operation, payload_hash
+from ledger.proposals import acknowledgement_payload
 from ledger.receipt import FAILURES_FOR_A_PERSON
-from ledger.services.proposals import acknowledgement_payload
 from recovery.demo import steps as on
 from recovery.demo.stories import POLICIES, STORIES
 from recovery.models import ResponsePolicy
@@ -197,7 +197,7 @@ class Player:
         action = step.action
         revision = enquiry.approved_revision or enquiry.current_revision
         payload = {"reference": enquiry.reference, "revision": revision}
-        if action == "notify.send":
+        if action == Action.SEND_NOTICE:
             # The acknowledgement as intake proposes it (to, template, reference): what a
             # retry sends, and what the demo's confirmed one was made with at the destination.
             payload = acknowledgement_payload(enquiry)

@@ -14,7 +14,7 @@ import copy
 import time
 
 from ledger.connectors.base import ConnectorError
-from ledger.kinds import connector_for
+from ledger.policies import connector_for
 
 # How long the seed waits for a destination that is still starting (make run starts the
 # sandbox just before seeding).

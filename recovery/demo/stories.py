@@ -6,6 +6,7 @@ minute by minute after it arrived (recovery.demo.steps says what each step means
 
 from datetime import timedelta
 
+from ledger.models import Action
 from recovery.demo.steps import (
     SEED,
     WORKER,
@@ -126,7 +127,7 @@ DELIVERY = (
         steps=(
             Intake(explanation="Mentions rubbish: bins and waste."),
             approve(3),
-            Write("crm.create_enquiry", "crm", 3.1, ((0, "approve", "revision 1"),)),
+            Write(Action.CREATE_ENQUIRY, "crm", 3.1, ((0, "approve", "revision 1"),)),
         ),
     ),
     Story(
@@ -140,7 +141,7 @@ DELIVERY = (
             Intake(explanation="Mentions an online form: website."),
             approve(1),
             Write(
-                "crm.create_enquiry",
+                Action.CREATE_ENQUIRY,
                 "crm",
                 1.1,
                 (
@@ -170,7 +171,7 @@ DELIVERY = (
             Intake(explanation="Mentions broken: housing repairs."),
             approve(10),
             Write(
-                "crm.create_enquiry",
+                Action.CREATE_ENQUIRY,
                 "crm",
                 10.1,
                 (
@@ -195,7 +196,7 @@ DELIVERY = (
             Step(10.12, "submit", WORKER),
             Step(10.2, "confirm", WORKER),
             Write(
-                "notify.send",
+                Action.SEND_NOTICE,
                 "notify",
                 10.3,
                 (
@@ -209,8 +210,8 @@ DELIVERY = (
             ),
             ProposeCompensation(
                 60 * 24,
-                "crm.close_enquiry",
-                compensates="crm.create_enquiry",
+                Action.CLOSE_ENQUIRY,
+                compensates=Action.CREATE_ENQUIRY,
                 reason="sent to repairs by mistake; the tenant moved out",
             ),
         ),
@@ -226,7 +227,7 @@ DELIVERY = (
         steps=(
             Intake(suggestion="unresolved: no keyword matched"),
             Write(
-                "crm.create_enquiry",
+                Action.CREATE_ENQUIRY,
                 "crm",
                 30,
                 ((1, "cancel", "enquiry rejected before approval", SEED),),
@@ -246,7 +247,9 @@ DELIVERY = (
         category="repairs",
         steps=(
             Intake(explanation="Mentions a leak: housing repairs."),
-            Write("documents.extract", "documents", 0.5, ((0, "approve", "system"),), held=True),
+            Write(
+                Action.EXTRACT_DOCUMENT, "documents", 0.5, ((0, "approve", "system"),), held=True
+            ),
             Pause(
                 6, "documents", "document store returns other tenants' files; vendor investigating"
             ),

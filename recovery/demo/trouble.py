@@ -1,8 +1,9 @@
 """Demo stories whose CRM write went wrong: the recovery queues (see demo.stories)."""
 
+from ledger.models import Action
 from recovery.demo.steps import WORKER, Call, Intake, Step, Story, Write, approve, lookup
 
-CRM = "crm.create_enquiry"
+CRM = Action.CREATE_ENQUIRY
 # The CRM write's first transitions: approved with the enquiry, claimed by a worker.
 CLAIMED = ((0, "approve", "revision 1 approved"), (0.1, "submit", "claimed"))
 
@@ -226,7 +227,7 @@ TROUBLE = (
             Step(15.12, "submit", WORKER),
             Step(15.2, "confirm", WORKER, "CRM record CRM-20431"),
             Write(
-                "notify.send",
+                Action.SEND_NOTICE,
                 "notify",
                 15.3,
                 (

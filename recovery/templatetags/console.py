@@ -8,7 +8,7 @@ from django import template
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from recovery import diagram, durations, timefmt, words
+from recovery import diagram, durations, operator_actions, timefmt, words
 
 register = template.Library()
 
@@ -96,17 +96,17 @@ def attention_label(code):
 
 @register.filter
 def button_label(action):
-    return words.OPERATOR_ACTIONS.get(action, (action.replace("_", " ").capitalize(), False))[0]
+    return operator_actions.label(action)
 
 
 @register.filter
 def changes_external(action):
-    return words.OPERATOR_ACTIONS.get(action, ("", False))[1]
+    return operator_actions.changes_external(action)
 
 
 @register.filter
 def action_help(action):
-    return words.ACTION_HELP.get(action, "")
+    return operator_actions.does(action)
 
 
 @register.filter

@@ -12,13 +12,11 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from intake import services as intake_services
 from intake.models import Enquiry, EnquiryState, Revision
 from ledger import policies
-from ledger import services as ledger_services
 from recovery import messages as said
 from recovery import permissions
-from recovery.forms import CompleteByHandForm, EditForm, ReasonForm, ReassignForm
+from recovery.operator_actions import ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views.common import (
     REFUSALS,
     console_view,
@@ -27,21 +25,10 @@ from recovery.views.common import (
     item_url,
     log,
     require,
+    safe_next,
 )
 from recovery.views.items import ENQUIRY_TARGET, render_item
-from recovery.words import OPERATOR_ACTIONS, in_sentence
-
-# action -> (form, ledger service name, extra kwargs from the form); its success message is
-# recovery.messages.OPERATION_DONE[action]
-OPERATION_ACTIONS = {
-    "reconcile": (ReasonForm, "reconcile_now", ()),
-    "retry": (ReasonForm, "retry_operation", ()),
-    "complete_by_hand": (CompleteByHandForm, "complete_by_hand", ("external_id",)),
-    "cancel": (ReasonForm, "cancel_operation", ()),
-    "compensate": (ReasonForm, "compensate", ()),
-    "approve": (ReasonForm, "approve_operation", ()),
-    "reassign": (ReassignForm, "reassign_operation", ("owner",)),
-}
+from recovery.words import in_sentence
 
 
 def op_target(op) -> str:
@@ -84,155 +71,133 @@ def succeeded(request, url, target, done):
     return redirect(url)
 
 
-def _enquiryless_action(request, op, action, form, service_name, extra, back, done):
+def act(request, action, subject, *, allowed, state, on_refusal):
+    """The one skeleton of every operator action, on an operation or an enquiry, after the
+    permission: the form (422 when it is not valid), the state and policy (409 when they do not
+    allow it now), a request that would change nothing (422), then the service (409 when it
+    refuses under its lock). Returns None when it was done; else ``on_refusal(form, status,
+    message)``'s answer."""
+    form = action.make_form(request.POST, subject)
     if not form.is_valid():
-        for errors in form.errors.values():
-            for error in errors:
-                messages.error(request, error)
-        return redirect(back)
-    if action not in policies.state_allows(op):
-        label = OPERATOR_ACTIONS[action][0].lower()
-        messages.error(
-            request,
-            said.CANNOT_FOR_OPERATION % {"action": label, "state": op.get_state_display()},
-        )
-        return redirect(back)
-    kwargs = {name: form.cleaned_data[name] for name in extra}
+        return on_refusal(form, 422, "")
+    if action.name not in allowed:
+        message = said.CANNOT_FOR_OPERATION if action.subject == "operation" else None
+        message = (message or said.CANNOT_FOR_ENQUIRY) % {
+            "action": action.label,
+            "state": in_sentence(state),
+        }
+        return on_refusal(form, 409, message)
+    if nothing := action.nothing_to_do(subject, form):
+        return on_refusal(form, 422, nothing)
     try:
-        getattr(ledger_services, service_name)(
-            op.pk, actor=request.user, reason=form.cleaned_data["reason"], **kwargs
-        )
+        action.perform(subject, form, request.user)
     except REFUSALS as exc:
-        messages.error(request, str(exc) or said.NOT_POSSIBLE_FOR_ITEM)
-        return redirect(back)
-    messages.success(request, done)
-    return redirect(back)
+        log.info("refused %s by %s: %s", request.path, request.user, exc)
+        fallback = said.NOT_POSSIBLE_FOR_ITEM
+        if action.subject == "enquiry":
+            fallback = said.NOT_POSSIBLE_FOR_ENQUIRY
+        return on_refusal(form, 409, str(exc) or fallback)
+    return None
 
 
 @require_POST
 @console_view
 def operation_action(request, op_id, action):
     op = get_operation_for_user(request.user, op_id)
-    label = OPERATOR_ACTIONS[action][0].lower()
+    action = OPERATION_ACTIONS[action]
     try:
-        permission = policies.permission_for(op, action)
+        permission = policies.permission_for(op, action.name)
     except KeyError:
         permission = "ledger.recover_operation"
-    require(request.user, permission, label)
+    require(request.user, permission, action.label.lower())
     target = op_target(op)
     back = item_url(op) + f"?op={op.pk}#{target}"
-    form_class, service_name, extra = OPERATION_ACTIONS[action]
-    done = said.OPERATION_DONE[action]
-    form = form_class(request.POST)
-    context = {"request": request, "enquiry": op.enquiry, "target": target, "action": action}
-    if op.enquiry_id is None:
-        # A message to an operator: its own small page, refusals said there.
-        return _enquiryless_action(request, op, action, form, service_name, extra, back, done)
-    if not form.is_valid():
-        return refused(**context, form=form, status=422)
+    done = action.consequence(op)
     try:
-        possible = policies.state_allows(op)
+        allowed = policies.state_allows(op)
     except KeyError:
-        possible = []
-    if action not in possible:
-        message = said.CANNOT_FOR_OPERATION % {
-            "action": OPERATOR_ACTIONS[action][0],
-            "state": in_sentence(op.get_state_display()),
-        }
-        return refused(**context, form=form, status=409, message=message)
-    if action == "cancel" and op.ends_enquiry():
-        done = said.CANCELLED_ENDS_ENQUIRY % {"reference": op.enquiry.reference}
-    kwargs = {name: form.cleaned_data[name] for name in extra}
-    try:
-        getattr(ledger_services, service_name)(
-            op.pk, actor=request.user, reason=form.cleaned_data["reason"], **kwargs
+        allowed = []
+    if op.enquiry_id is None:
+        # A message to an operator: its own small page, refusals said there, at the top.
+
+        def on_refusal(form, status, message):
+            errors = [e for field in form.errors.values() for e in field]
+            if status == 409 and not form.errors and action.name not in allowed:
+                message = said.CANNOT_FOR_OPERATION % {
+                    "action": action.label.lower(),
+                    "state": op.get_state_display(),
+                }
+            for error in errors or [message]:
+                messages.error(request, error)
+            return redirect(back)
+
+        answer = act(
+            request,
+            action,
+            op,
+            allowed=allowed,
+            state=op.get_state_display(),
+            on_refusal=on_refusal,
         )
-    except REFUSALS as exc:
-        log.info("refused %s by %s: %s", request.path, request.user, exc)
-        message = str(exc) or said.NOT_POSSIBLE_FOR_ITEM
-        return refused(**context, form=form, status=409, message=message)
-    return succeeded(request, back, target, done)
+        if answer is not None:
+            return answer
+        messages.success(request, done)
+        return redirect(back)
+
+    def on_refusal(form, status, message):
+        return refused(
+            request,
+            op.enquiry,
+            target=target,
+            action=action.name,
+            form=form,
+            status=status,
+            message=message,
+        )
+
+    answer = act(
+        request, action, op, allowed=allowed, state=op.get_state_display(), on_refusal=on_refusal
+    )
+    return answer or succeeded(request, back, target, done)
 
 
 @require_POST
 @console_view
 def enquiry_action(request, reference, action):
     enquiry = get_enquiry_for_user(request.user, reference)
-    label = OPERATOR_ACTIONS[action][0].lower()
-    if action == "assign":
-        if not permissions.can_assign(request.user):
-            require(request.user, permissions.ASSIGN_PERMISSIONS[0], label)
-    else:
-        require(request.user, permissions.ENQUIRY_PERMISSIONS[action], label)
-    back = request.POST.get("next", "")
-    if not back.startswith("/console/") or "//" in back:
-        back = reverse("recovery:enquiry", args=[reference])
+    action = ENQUIRY_ACTIONS[action]
+    if not action.may(request.user):
+        require(request.user, action.permissions[0], action.label.lower())
+    back = safe_next(request, reverse("recovery:enquiry", args=[reference]))
     # The edit form lives on the review page: a refused edit comes back there.
-    page = "review" if back.startswith("/console/review/") or action == "edit" else "item"
-    user = request.user
-    if action == "edit":
-        current = enquiry.revisions.filter(number=enquiry.current_revision).first()
-        form = EditForm(request.POST, revision=current)
-    elif action == "assign":
-        form = ReassignForm(request.POST)
-    else:
-        form = ReasonForm(request.POST)
-    context = {
-        "request": request,
-        "enquiry": enquiry,
-        "target": ENQUIRY_TARGET,
-        "action": action,
-        "page": page,
-    }
-    if not form.is_valid():
-        return refused(**context, form=form, status=422)
-    if action not in permissions.enquiry_actions(enquiry, user):
-        message = said.CANNOT_FOR_ENQUIRY % {
-            "action": OPERATOR_ACTIONS[action][0],
-            "state": in_sentence(enquiry.get_state_display()),
-        }
-        return refused(**context, form=form, status=409, message=message)
-    reason = form.cleaned_data["reason"]
-    if action == "edit":
-        fields = form.changed_fields()
-        category = form.cleaned_data.get("category")
-        if not fields and (category is None or (current and category == current.category)):
-            message = said.EDIT_CHANGED_NOTHING
-            return refused(**context, form=form, status=422, message=message)
+    page = "review" if back.startswith("/console/review/") or action.name == "edit" else "item"
 
-        def call():
-            intake_services.revise_enquiry(
-                enquiry.pk, actor=user, reason=reason, fields=fields, category=category
-            )
-    elif action == "approve_revision":
+    def on_refusal(form, status, message):
+        return refused(
+            request,
+            enquiry,
+            target=ENQUIRY_TARGET,
+            action=action.name,
+            form=form,
+            status=status,
+            message=message,
+            page=page,
+        )
 
-        def call():
-            ledger_services.approve_revision(enquiry.pk, actor=user, reason=reason)
-    elif action == "assign":
-
-        def call():
-            intake_services.assign_enquiry(
-                enquiry.pk, actor=user, reason=reason, owner=form.cleaned_data["owner"]
-            )
-    else:
-        service = {
-            "request_information": intake_services.request_information,
-            "information_received": intake_services.information_received,
-            "reject": intake_services.reject_enquiry,
-        }[action]
-
-        def call():
-            service(enquiry.pk, actor=user, reason=reason)
-
-    try:
-        call()
-    except REFUSALS as exc:
-        log.info("refused %s by %s: %s", request.path, request.user, exc)
-        message = str(exc) or said.NOT_POSSIBLE_FOR_ENQUIRY
-        return refused(**context, form=form, status=409, message=message)
-    if page == "review" and action in REVIEW_DECISIONS:
-        return next_for_review(request, enquiry, said.ENQUIRY_DONE[action])
-    return succeeded(request, f"{back}#actions", ENQUIRY_TARGET, said.ENQUIRY_DONE[action])
+    allowed = permissions.enquiry_actions(enquiry, request.user)
+    answer = act(
+        request,
+        action,
+        enquiry,
+        allowed=allowed,
+        state=enquiry.get_state_display(),
+        on_refusal=on_refusal,
+    )
+    if answer is not None:
+        return answer
+    if page == "review" and action.name in REVIEW_DECISIONS:
+        return next_for_review(request, enquiry, action.done)
+    return succeeded(request, f"{back}#actions", ENQUIRY_TARGET, action.done)
 
 
 # A decision on the review page opens the next enquiry waiting (as a pull request queue does).

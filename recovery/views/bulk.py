@@ -19,12 +19,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from intake import services as intake_services
 from intake.models import Enquiry
+from ledger import policies
 from ledger import services as ledger_services
 from ledger.models import Operation
 from recovery import messages as said
 from recovery import permissions
 from recovery import queue as work
 from recovery.forms import TAKE_REASON, BulkForm, people
+from recovery.operator_actions import ASSIGN_PERMISSIONS, ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views.common import (
     REFUSALS,
     console_view,
@@ -33,6 +35,7 @@ from recovery.views.common import (
     item_url,
     log,
     require,
+    safe_next,
 )
 from recovery.views.items import ENQUIRY_TARGET
 from recovery.words import action_label, group_label
@@ -42,27 +45,13 @@ BULK_LIMIT = 500
 # Summaries kept in the session (the newest), so that the results page can be reloaded.
 KEPT_SUMMARIES = 5
 
-OPERATION_SERVICES = {
-    "reconcile": ledger_services.reconcile_now,
-    "retry": ledger_services.retry_operation,
-    "cancel": ledger_services.cancel_operation,
-    "reassign": ledger_services.reassign_operation,
-}
-
-
-def safe_next(request, default: str) -> str:
-    back = request.POST.get("next", "")
-    if back.startswith("/console/") and "//" not in back and "\\" not in back:
-        return back
-    return default
-
 
 @require_POST
 @console_view
 def take_operation(request, op_id):
     """Assign to me, one click: reassign to myself with the reason "taking it"."""
     op = get_operation_for_user(request.user, op_id)
-    require(request.user, permissions.OPERATION_PERMISSIONS["reassign"], "take an item")
+    require(request.user, policies.PERMISSIONS["reassign"], "take an item")
     item = item_url(op)
     back = safe_next(request, f"{item}?op={op.pk}#op-{op.pk}")
     # From the item page the message shows in the card acted on; from the queue, at the top.
@@ -91,7 +80,7 @@ def take_operation(request, op_id):
 def take_enquiry(request, reference):
     enquiry = get_enquiry_for_user(request.user, reference)
     if not permissions.can_assign(request.user):
-        require(request.user, permissions.ASSIGN_PERMISSIONS[0], "take an enquiry")
+        require(request.user, ASSIGN_PERMISSIONS[0], "take an enquiry")
     item = reverse("recovery:enquiry", args=[reference])
     back = safe_next(request, f"{item}#actions")
     placed = f"at-{ENQUIRY_TARGET}" if back.startswith(item) else ""
@@ -172,7 +161,7 @@ def bulk(request):
     user = request.user
     ops, enquiries, over = _selected(form)
     results = []
-    service = OPERATION_SERVICES[action]
+    service = OPERATION_ACTIONS[action].service
     extra = {"owner": owner} if action == "reassign" else {}
     for op in ops:
         done, why = _act(lambda op=op: service(op.pk, actor=user, reason=reason, **extra))
@@ -188,7 +177,7 @@ def bulk(request):
     for enquiry in enquiries:
         if action == "reassign":
             done, why = _act(
-                lambda e=enquiry: intake_services.assign_enquiry(
+                lambda e=enquiry: ENQUIRY_ACTIONS["assign"].service(
                     e.pk, actor=user, reason=reason, owner=owner
                 )
             )

@@ -12,10 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from intake.models import Enquiry
-from intake.services import ActionRefused as IntakeRefused
+from intake.workflow import ActionRefused
 from ledger import messages as ledger_said
 from ledger.models import Operation
-from ledger.services import ActionRefused as LedgerRefused
 from recovery import messages as said
 from recovery.permissions import VIEW_PERMISSION
 
@@ -23,7 +22,7 @@ log = logging.getLogger("recovery.actions")
 
 
 # "Not now, not like this": shown as a message, nothing changed (never a 500).
-REFUSALS = (IntakeRefused, LedgerRefused, TransitionNotAllowed, ConcurrentTransition)
+REFUSALS = (ActionRefused, TransitionNotAllowed, ConcurrentTransition)
 
 
 def whole_number(value, *, default: int | None = None, maximum: int = 10**9) -> int | None:
@@ -156,3 +155,13 @@ def paginate(request, object_list, per_page: int, *, cap: int = 10_000):
         notes.append(said.NO_SUCH_PAGE % {"number": number, "last": paginator.num_pages})
         number = paginator.num_pages
     return paginator.page(number), notes
+
+
+def safe_next(request, default: str) -> str:
+    """Where a form's ``next`` sends the person back: a console path, never another site (no
+    scheme or host, and no ``//`` or ``\\`` a browser reads as one); anything else is
+    ``default``. The one guard for every form that comes back."""
+    back = request.POST.get("next", "")
+    if back.startswith("/console/") and "//" not in back and "\\" not in back:
+        return back
+    return default

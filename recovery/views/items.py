@@ -13,9 +13,10 @@ from intake.services import customer_matches
 from ledger import messages as ledger_said
 from ledger import policies
 from ledger import services as ledger_services
-from ledger.models import Attempt, JournalEntry, Op, Operation
+from ledger.models import Action, Attempt, JournalEntry, Op, Operation
 from recovery import explain, ownership, permissions, story
 from recovery.forms import EditForm, people
+from recovery.operator_actions import ACTIONS
 from recovery.views.common import (
     console_view,
     get_enquiry_for_user,
@@ -23,26 +24,9 @@ from recovery.views.common import (
     require,
 )
 from recovery.views.documents import documents_context
-from recovery.words import OPERATOR_ACTIONS, action_label
+from recovery.words import action_label
 
 # Console action -> its URL segment (recovery/urls.py names them op-<segment>, enquiry-<segment>).
-OP_SEGMENTS = {
-    "reconcile": "reconcile",
-    "retry": "retry",
-    "complete_by_hand": "complete",
-    "cancel": "cancel",
-    "compensate": "compensate",
-    "approve": "approve",
-    "reassign": "reassign",
-}
-ENQUIRY_SEGMENTS = {
-    "approve_revision": "approve",
-    "edit": "edit",
-    "request_information": "request-information",
-    "information_received": "information-received",
-    "reject": "reject",
-    "assign": "assign",
-}
 
 
 def _visited(journal, subject_type, subject_id=None):
@@ -115,13 +99,13 @@ def handoff(op, user):
     )
     if to is None:
         return None
-    label = OPERATOR_ACTIONS[action][0].lower()
+    label = ACTIONS[action].label.lower()
     return {
         "action": action,
         "label": label,
         "to": to,
         "reason": f"needs {to.get_username()} to {label}: I may not",
-        "url": reverse(f"recovery:op-{OP_SEGMENTS['reassign']}", args=[op.pk]),
+        "url": reverse(f"recovery:op-{ACTIONS['reassign'].segment}", args=[op.pk]),
     }
 
 
@@ -170,7 +154,7 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     op.forms = [
         {
             "action": a,
-            "url": reverse(f"recovery:op-{OP_SEGMENTS[a]}", args=[op.pk]),
+            "url": reverse(f"recovery:op-{ACTIONS[a].segment}", args=[op.pk]),
             "help": op.help.get(a, ""),
         }
         for a in op.allowed
@@ -219,7 +203,7 @@ def item_context(request, enquiry, *, bound=None):
     # names the one owner the queue row names.
     queued = [op for op in operations if op.state in (Op.UNKNOWN, Op.FAILED)]
     delivering = next(
-        (op for op in reversed(queued) if op.action == "crm.create_enquiry"),
+        (op for op in reversed(queued) if op.action == Action.CREATE_ENQUIRY),
         None,
     )
     if delivering is None and not enquiry_owner.queued and queued:
@@ -247,7 +231,7 @@ def item_context(request, enquiry, *, bound=None):
         "enquiry_policy": policy,
         "enquiry_due": ownership.due(enquiry.state_changed_at, policy),
         "enquiry_forms": {
-            a: reverse(f"recovery:enquiry-{ENQUIRY_SEGMENTS[a]}", args=[enquiry.reference])
+            a: reverse(f"recovery:enquiry-{ACTIONS[a].segment}", args=[enquiry.reference])
             for a in enquiry_actions
         },
         "enquiry_visited": _visited(journal, "intake.enquiry"),
@@ -392,7 +376,6 @@ def _enquiryless(request, op):
     from ledger.models import JournalEntry
     from recovery.explain import runbook_for_operation
     from recovery.permissions import operation_actions
-    from recovery.words import OPERATOR_ACTIONS
 
     context = {
         "op": op,
@@ -401,7 +384,7 @@ def _enquiryless(request, op):
             subject_type="ledger.operation", subject_id=str(op.pk)
         ),
         "allowed": [
-            (OPERATOR_ACTIONS[a][0], a, reverse(f"recovery:op-{OP_SEGMENTS[a]}", args=[op.pk]))
+            (ACTIONS[a].label, a, reverse(f"recovery:op-{ACTIONS[a].segment}", args=[op.pk]))
             for a in operation_actions(op, request.user)
             if a in ("retry", "complete_by_hand", "cancel")
         ],

@@ -201,7 +201,7 @@ def test_a_create_whose_case_already_exists_is_uncertain_then_reconciled_to_that
 
 
 def test_compensation_closes_the_case(crm_row, bottlecrm, approved, crm_owner):
-    from ledger.kinds import connector_for
+    from ledger.policies import connector_for
     from ledger.services import approve_operation, compensate
 
     enquiry, op = approved()

@@ -12,8 +12,8 @@ from django.db import transaction
 from intake.services import request_information
 from ledger import notices
 from ledger.models import Attempt, Op, Operation
+from ledger.proposals import acknowledgement_payload
 from ledger.services import LEDGER, propose, retry_operation
-from ledger.services.proposals import acknowledgement_payload
 from recovery.ownership import item_owner
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -14,9 +14,9 @@ from ledger import http
 from ledger.connectors.base import ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import BottleCrmCaseCreate
 from ledger.connectors.crm import CrmCreateConnector
-from ledger.kinds import KINDS, connector_for
+from ledger.kinds import KINDS
 from ledger.models import Integration, JournalEntry
-from ledger.policies import POLICIES
+from ledger.policies import POLICIES, connector_for
 from tests.ledger.bottlecrm_fake import ScriptedDestination, listed
 
 BASE = "http://bottlecrm.test"
@@ -341,3 +341,20 @@ def test_a_document_store_with_nothing_listening_is_not_ready(rows, destination)
     assert "nothing is listening at that address and port" in out
     assert "ready" not in out
     assert len(destination.calls) == 1
+
+
+@pytest.mark.django_db
+def test_a_kind_registered_by_the_destinations_layer_is_a_choice_without_a_migration(
+    monkeypatch,
+):
+    """Adding a kind touches nothing below ledger.kinds: the model reads the registry, so a new
+    kind is offered by every form and the migrations see no change."""
+    from ledger import models
+
+    example = type("ExampleKind", (KINDS["handover"].__class__,), {"key": "example"})()
+    monkeypatch.setitem(models.KINDS, "example", example)
+    monkeypatch.setitem(models.KIND_LABELS, "example", "Example API")
+    assert ("example", "Example API") in list(Integration._meta.get_field("kind").choices)
+    row = Integration(name=Integration.CRM, kind="example", base_url="http://example.test")
+    assert row.capabilities == example.declared
+    call_command("makemigrations", "ledger", "--check", "--dry-run", stdout=io.StringIO())

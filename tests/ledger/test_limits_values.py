@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 from django.utils import timezone
 
-from ledger import limits, tasks
+from ledger import limits, rates, tasks
 from ledger.models import Integration, Op, Operation
 from tests.ledger.oddserver import OddServer
 
@@ -19,7 +19,7 @@ BAD_RATES = ["1e-12", "1e-300", "5e-324", "٣", "1_000", "inf", "nan", "-1", "0.
 @pytest.mark.parametrize("text", [*BAD_RATES, "²", "1e3", " 2 5", "0x10", "1.2.3"])
 def test_the_rate_rule_refuses_what_float_would_take(text):
     with pytest.raises(ValueError, match="calls per second"):
-        limits.parse_rate(text)
+        rates.parse_rate(text)
 
 
 @pytest.mark.parametrize(
@@ -27,7 +27,7 @@ def test_the_rate_rule_refuses_what_float_would_take(text):
     [("25", 25.0), (" 0.5 ", 0.5), ("0.01", 0.01), ("10000", 10000.0), ("0", None), ("", None)],
 )
 def test_the_rate_rule_reads_plain_decimals(text, rate):
-    assert limits.parse_rate(text) == rate
+    assert rates.parse_rate(text) == rate
 
 
 @pytest.mark.parametrize("value", BAD_RATES)
@@ -67,7 +67,7 @@ def test_a_rate_stored_before_the_rule_sends_and_is_never_uncertain(
     op.refresh_from_db()
     assert op.state == Op.CONFIRMED
     assert sandbox.stats()["crm"]["by_reference"][enquiry.reference] == 1
-    assert limits.interval_for(stored) == pytest.approx((1 + 0.05) / limits.RATE_MIN)
+    assert limits.interval_for(stored) == pytest.approx((1 + 0.05) / rates.RATE_MIN)
 
 
 # --- Retry-After: 0, and a destination that never stops saying "wait" -------------------------

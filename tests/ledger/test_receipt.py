@@ -7,10 +7,9 @@ from django_q.models import OrmQ
 
 from intake import signals
 from intake.models import Document, Enquiry, Revision
-from ledger import receipt, services, sweeper, tasks
+from ledger import proposals, receipt, services, sweeper, tasks
 from ledger.models import JournalEntry, Op, Operation
 from ledger.queueing import RECEIPT, live_tasks
-from ledger.services import proposals
 
 
 def test_receipt_enqueues_one_task_and_proposes_nothing_in_intakes_transaction(

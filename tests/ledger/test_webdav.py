@@ -13,8 +13,8 @@ from intake.documents import correct_document_field
 from intake.models import Document
 from ledger import extraction
 from ledger.models import Integration, Op, Operation
+from ledger.proposals import propose_extraction
 from ledger.services import reprocess_document
-from ledger.services.proposals import propose_extraction
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
@@ -173,7 +173,7 @@ def test_a_correction_is_kept_across_reprocessing_the_same_version(
 
 
 def test_check_connection_says_ready_then_names_refused_credentials(share):
-    from ledger.kinds import kind_of
+    from ledger.models import kind_of
 
     row = Integration.objects.get(name="documents")
     assert kind_of(row).check(row) == []

@@ -15,7 +15,7 @@ from intake.models import Document
 from ledger import http
 from ledger.connectors.base import ConnectorError, ErrorKind
 from ledger.models import Integration, Op, Operation
-from ledger.services.proposals import propose_extraction
+from ledger.proposals import propose_extraction
 
 BASE = "https://dav.example.org/remote.php/dav/files/handover/enquiries"
 FORM = form_pdf({"permit": "P-17", "tenant": "Zoë O'Brien", "empty": ""})

@@ -25,6 +25,7 @@ from ledger import services as ledger_services
 from ledger.models import Attempt, JournalEntry, Op, Operation
 from recovery import explain, permissions
 from recovery.forms import BulkForm
+from recovery.operator_actions import ACTIONS
 
 S = EnquiryState
 REFUSED = (
@@ -186,24 +187,6 @@ def said_before(op) -> str | None:
     return None
 
 
-OPERATION_SERVICES = {
-    "reconcile": ledger_services.reconcile_now,
-    "retry": ledger_services.retry_operation,
-    "complete_by_hand": ledger_services.complete_by_hand,
-    "cancel": ledger_services.cancel_operation,
-    "compensate": ledger_services.compensate,
-    "approve": ledger_services.approve_operation,
-    "reassign": ledger_services.reassign_operation,
-}
-ENQUIRY_SERVICES = {
-    "approve_revision": ledger_services.approve_revision,
-    "request_information": intake_services.request_information,
-    "information_received": intake_services.information_received,
-    "reject": intake_services.reject_enquiry,
-    "assign": intake_services.assign_enquiry,
-}
-
-
 def offered(enquiry_id, people):
     """(role, operation or None, action, its form's fields) for every action the console offers
     anyone now, Reassign included; edits are tests/ledger/test_revision_walk.py's walk."""
@@ -232,8 +215,8 @@ def by_service(enquiry_id, people, role, op, action, data):
     if "owner" in fields:
         fields["owner"] = people["admin"]
     if op is not None:
-        return lambda: OPERATION_SERVICES[action](op.pk, actor=people[role], **fields)
-    return lambda: ENQUIRY_SERVICES[action](enquiry_id, actor=people[role], **fields)
+        return lambda: ACTIONS[action].service(op.pk, actor=people[role], **fields)
+    return lambda: ACTIONS[action].service(enquiry_id, actor=people[role], **fields)
 
 
 def by_page(enquiry, clients, role, op, action, data, *, bulk=False):

@@ -212,3 +212,39 @@ def test_matrix(urls, client_for):
                 if response.status_code == 302 and role is None and name != "metrics":
                     assert response["Location"].startswith("/accounts/login/"), urls[name]
     assert not failures, "\n".join(failures)
+
+
+# --- the registry of operator actions (recovery.operator_actions) --------------------------------
+
+
+def test_every_operator_action_has_its_route_in_the_matrix():
+    """The routes are made from the registry: each action is a console URL the matrix covers."""
+    from recovery.operator_actions import ACTIONS
+
+    assert ACTIONS
+    for action in ACTIONS.values():
+        prefix = "op" if action.subject == "operation" else "enquiry"
+        assert f"{prefix}-{action.segment}" in MATRIX, action.name
+
+
+def test_the_enquiry_actions_refuse_exactly_the_roles_the_registry_leaves_out(people):
+    """Who may take an enquiry action is its registry row: the matrix's 403s say the same."""
+    from recovery.operator_actions import ENQUIRY_ACTIONS
+
+    assert ENQUIRY_ACTIONS
+    for action in ENQUIRY_ACTIONS.values():
+        expected = MATRIX[f"enquiry-{action.segment}"]["POST"]
+        for role, user in people.items():
+            assert (expected[role] == 403) == (not action.may(user)), (action.name, role)
+
+
+def test_the_roles_page_lists_every_operator_action_as_the_registry_says():
+    from pathlib import Path
+
+    from django.conf import settings
+
+    from recovery.operator_actions import markdown_table
+
+    text = (Path(settings.BASE_DIR) / "docs" / "roles.md").read_text()
+    block = text.split("<!-- operator-actions -->\n", 1)[1].split("<!-- /operator-actions -->")[0]
+    assert block == markdown_table()

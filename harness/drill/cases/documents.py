@@ -12,7 +12,7 @@ from harness.webdav.documents import form_pdf
 from intake.documents import correct_document_field
 from intake.models import Document
 from intake.services import reject_enquiry
-from ledger.models import Op, Operation
+from ledger.models import Action, Op, Operation
 from ledger.services import cancel_operation, reprocess_document
 
 FINAL = (Op.CONFIRMED, Op.FAILED, Op.CANCELLED)
@@ -30,7 +30,7 @@ def _attach(d: Drill, case: CaseResult, name: str, fields: dict, *, change_to=No
     d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
     d.wait(
         lambda: (
-            not Operation.objects.filter(enquiry=enquiry, action="documents.extract")
+            not Operation.objects.filter(enquiry=enquiry, action=Action.EXTRACT_DOCUMENT)
             .exclude(state__in=FINAL)
             .exists()
         ),
@@ -45,7 +45,7 @@ def _attach(d: Drill, case: CaseResult, name: str, fields: dict, *, change_to=No
 
 def _read_of(enquiry, version):
     return Operation.objects.get(
-        enquiry=enquiry, action="documents.extract", payload__version=version
+        enquiry=enquiry, action=Action.EXTRACT_DOCUMENT, payload__version=version
     )
 
 

@@ -13,7 +13,7 @@ from harness.mailserver import MailServer
 from intake.services import reject_enquiry
 from ledger import notices
 from ledger.kinds import SMTP
-from ledger.models import Integration, Op
+from ledger.models import Action, Integration, Op
 from ledger.services import cancel_operation, complete_by_hand
 from recovery.ownership import item_owner
 
@@ -39,7 +39,7 @@ def mail_relay(d: Drill):
 def _acknowledgement(d: Drill, case: CaseResult):
     enquiry = d.send(case)
     d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
-    notify = d.operation(enquiry, "notify.send")
+    notify = d.operation(enquiry, Action.SEND_NOTICE)
     if notify is None:
         raise CaseFailed("no acknowledgement was proposed")
     return enquiry, notify

@@ -13,7 +13,7 @@ from harness.drill.cases.steps import (
 )
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
-from ledger.models import Op, Operation
+from ledger.models import Action, Op, Operation
 from ledger.services import cancel_operation, complete_by_hand, retry_operation
 
 
@@ -72,7 +72,7 @@ def worker_killed(d: Drill, case: CaseResult):
     d.stop_cluster()
     # Armed for this enquiry's CRM write alone (its key is known before approval): other work
     # the cluster does first (a suggestion, an acknowledgement) never trips it.
-    key = Operation.make_key(enquiry.pk, "crm.create_enquiry", enquiry.current_revision)
+    key = Operation.make_key(enquiry.pk, Action.CREATE_ENQUIRY, enquiry.current_revision)
     crashing = d.start_cluster(failpoints=[f"after_call_succeeded@{key}"])
     op = d.approve(enquiry)
     if crashing.wait_exit(timeout=60) is None:
@@ -133,10 +133,10 @@ def lookup_unavailable(d: Drill, case: CaseResult):
 
 
 def notification_fails(d: Drill, case: CaseResult):
-    d.destination.fault("notify.send", "error_503", count=10)
+    d.destination.fault(Action.SEND_NOTICE, "error_503", count=10)
     enquiry = d.send(case)
     d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
-    notify = d.operation(enquiry, "notify.send")
+    notify = d.operation(enquiry, Action.SEND_NOTICE)
     if notify is None:
         raise CaseFailed("no acknowledgement was proposed")
     d.wait_operation(notify, lambda o: o.state == Op.FAILED, "the acknowledgement to fail")

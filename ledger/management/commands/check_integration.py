@@ -10,8 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from config.destinations import shown
 from intake.workflow import system_actor
 from ledger import services
-from ledger.kinds import kind_of
-from ledger.models import Integration
+from ledger.models import Integration, kind_of
 
 
 class Command(BaseCommand):

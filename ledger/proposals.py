@@ -1,4 +1,5 @@
-"""The work the ledger proposes itself: an operation recorded (and, when the policy needs no
+"""The work the ledger proposes itself (below ledger.execution, which proposes a document's
+new version, and above the policies): an operation recorded (and, when the policy needs no
 review, approved and enqueued), the receipt's work, and the answers to intake's signals."""
 
 from __future__ import annotations
@@ -8,15 +9,24 @@ import hashlib
 from django.utils import timezone
 
 from intake.models import Document
+from intake.workflow import system_actor
 from ledger import journal, notices
-from ledger.models import Integration, Op, Operation, payload_hash
+from ledger.integrations import ensure_integrations
+from ledger.models import Action, Integration, Op, Operation, payload_hash
 from ledger.policies import policy_for
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.queueing import RECONCILE as RECONCILE_TASK
-from ledger.services.common import LEDGER, integration
 
+LEDGER = system_actor("ledger")
 ACKNOWLEDGEMENT_TEMPLATE = notices.ACKNOWLEDGEMENT
 BY_POLICY = "approved by policy (no review needed)"
+
+
+def integration(name) -> Integration:
+    try:
+        return Integration.objects.get(name=name)
+    except Integration.DoesNotExist:
+        return ensure_integrations()[name]
 
 
 def _operation_key(enquiry, action, revision, detail="") -> str:
@@ -146,12 +156,12 @@ def propose_information_request(enquiry, *, request, actor=LEDGER):
         return None
     template = notices.NEEDS_INFORMATION
     earlier = Operation.objects.filter(
-        enquiry=enquiry, action="notify.send", payload__template=template
+        enquiry=enquiry, action=Action.SEND_NOTICE, payload__template=template
     ).count()
     payload = notice_payload(template, enquiry.email, reference=enquiry.reference, request=request)
     op, _ = propose(
         enquiry,
-        "notify.send",
+        Action.SEND_NOTICE,
         payload,
         revision=enquiry.current_revision,
         actor=actor,
@@ -171,7 +181,7 @@ def propose_message(key, payload, *, actor=LEDGER, reason="", at=None) -> tuple[
         defaults={
             "created_at": at or timezone.now(),
             "enquiry": None,
-            "action": "notify.send",
+            "action": Action.SEND_NOTICE,
             "revision": 1,
             "payload": payload,
             "payload_hash": payload_hash(payload),
@@ -190,11 +200,11 @@ def propose_message(key, payload, *, actor=LEDGER, reason="", at=None) -> tuple[
 def _receipt_specs(enquiry, documents):
     """(action, payload, revision, detail, reason) for each piece of receipt work."""
     revision = enquiry.current_revision
-    specs = [("suggest.category", {}, revision, "", "")]
+    specs = [(Action.SUGGEST_CATEGORY, {}, revision, "", "")]
     for document in documents:
         specs.append(
             (
-                "documents.extract",
+                Action.EXTRACT_DOCUMENT,
                 extraction_payload(document),
                 revision,
                 extraction_detail(document),
@@ -204,7 +214,7 @@ def _receipt_specs(enquiry, documents):
     if enquiry.email:
         specs.append(
             (
-                "notify.send",
+                Action.SEND_NOTICE,
                 acknowledgement_payload(enquiry),
                 1,
                 ACKNOWLEDGEMENT_TEMPLATE,
@@ -274,7 +284,7 @@ def propose_extraction(enquiry, document, *, actor=LEDGER, reason=""):
     operation already under the key is returned as it is."""
     return propose(
         enquiry,
-        "documents.extract",
+        Action.EXTRACT_DOCUMENT,
         extraction_payload(document),
         revision=enquiry.current_revision,
         detail=extraction_detail(document),
@@ -308,7 +318,7 @@ def supersede_revision(enquiry, new_revision, *, actor=LEDGER):
     number = new_revision.number
     stale = Operation.objects.select_for_update().filter(
         enquiry=enquiry,
-        action="crm.create_enquiry",
+        action=Action.CREATE_ENQUIRY,
         revision__lt=number,
         state__in=[Op.PROPOSED, Op.APPROVED, Op.FAILED],
     )
@@ -322,7 +332,7 @@ def supersede_revision(enquiry, new_revision, *, actor=LEDGER):
         op.save()
     propose(
         enquiry,
-        "crm.create_enquiry",
+        Action.CREATE_ENQUIRY,
         crm_payload(enquiry, new_revision),
         revision=number,
         actor=actor,

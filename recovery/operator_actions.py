@@ -1,0 +1,307 @@
+"""The operator actions: one registry, read by the item page (its buttons and their help), the
+console's routes and views, the bulk actions, what a person is offered (recovery.permissions),
+the story's words, and the tests that check every action against every role.
+
+An action is one row: its name, the subject it acts on (an operation or an enquiry), its
+button label, what it does, whether it changes an external system, its route's segment, who
+may (an enquiry's permissions here; an operation's is the ledger's policy, which also enforces
+it: ledger.policies.permission_for), the form it takes, the service that does it, and what the
+person reads after it. Every action runs through one skeleton (recovery.views.actions.act).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from intake import services as intake_services
+from ledger import policies
+from ledger import services as ledger_services
+from recovery import messages as said
+from recovery.forms import CompleteByHandForm, EditForm, ReasonForm, ReassignForm
+
+OPERATION, ENQUIRY = "operation", "enquiry"
+# Who may reassign an enquiry's owner: either of these.
+ASSIGN_PERMISSIONS = ("intake.review_enquiry", "intake.complete_enquiry")
+
+
+@dataclass(frozen=True)
+class OperatorAction:
+    name: str
+    subject: str  # OPERATION or ENQUIRY
+    label: str  # the button
+    does: str  # what it does, in a sentence (the button's help)
+    changes_external: bool
+    segment: str  # its route: /console/operations/<id>/<segment>/ or /enquiries/<ref>/...
+    done: str  # what the person reads after it (recovery.messages)
+    # The service it calls: (subject's pk, *, actor, reason, **the form's ``extra`` fields).
+    service: Callable
+    form: type = ReasonForm
+    extra: tuple[str, ...] = ()
+    # An enquiry's: the transition it fires (None: not a transition), and who may (any of).
+    transition: str | None = None
+    permissions: tuple[str, ...] = ()
+
+    def may(self, user) -> bool:
+        """An enquiry action's permission (an operation's is the ledger's, per operation)."""
+        return any(user.has_perm(p) for p in self.permissions)
+
+    def make_form(self, data, subject):
+        if self.form is EditForm:
+            current = subject.revisions.filter(number=subject.current_revision).first()
+            return EditForm(data, revision=current)
+        return self.form(data)
+
+    def nothing_to_do(self, subject, form) -> str:
+        """Why the request would change nothing (refused before the service): "" when it
+        would."""
+        if self.form is not EditForm:
+            return ""
+        category = form.cleaned_data.get("category")
+        current = subject.revisions.filter(number=subject.current_revision).first()
+        unchanged = category is None or (current and category == current.category)
+        if not form.changed_fields() and unchanged:
+            return said.EDIT_CHANGED_NOTHING
+        return ""
+
+    def perform(self, subject, form, actor):
+        reason = form.cleaned_data["reason"]
+        if self.form is EditForm:
+            return self.service(
+                subject.pk,
+                actor=actor,
+                reason=reason,
+                fields=form.changed_fields(),
+                category=form.cleaned_data.get("category"),
+            )
+        extra = {name: form.cleaned_data[name] for name in self.extra}
+        return self.service(subject.pk, actor=actor, reason=reason, **extra)
+
+    def consequence(self, subject) -> str:
+        """What the person reads after it, for this subject."""
+        if self.name == "cancel" and subject.ends_enquiry():
+            return said.CANCELLED_ENDS_ENQUIRY % {"reference": subject.enquiry.reference}
+        return self.done
+
+
+_ALL = [
+    # --- on an operation ------------------------------------------------------------------
+    OperatorAction(
+        "reconcile",
+        OPERATION,
+        "Reconcile now",
+        # The item page says exactly what follows for the operation's integration
+        # (recovery.explain.reconcile_help); this is the short form.
+        "Looks the record up at the destination by its reference. Not found: the write is sent "
+        "again with the same idempotency key.",
+        False,
+        "reconcile",
+        said.OPERATION_DONE["reconcile"],
+        ledger_services.reconcile_now,
+    ),
+    OperatorAction(
+        "retry",
+        OPERATION,
+        "Retry",
+        "Sends the same approved request again with the same idempotency key.",
+        True,
+        "retry",
+        said.OPERATION_DONE["retry"],
+        ledger_services.retry_operation,
+    ),
+    OperatorAction(
+        "complete_by_hand",
+        OPERATION,
+        "Complete by hand",
+        "You found or made the record yourself: give its reference at the destination. "
+        "Nothing is sent.",
+        False,
+        "complete",
+        said.OPERATION_DONE["complete_by_hand"],
+        ledger_services.complete_by_hand,
+        form=CompleteByHandForm,
+        extra=("external_id",),
+    ),
+    OperatorAction(
+        "cancel",
+        OPERATION,
+        "Cancel safely",
+        "Stops this operation for good. Nothing is sent; nothing at the destination is undone. "
+        "(Cancelling the CRM write an enquiry waits on also closes the enquiry as Rejected: its "
+        "page says so before the click.)",
+        False,
+        "cancel",
+        said.OPERATION_DONE["cancel"],
+        ledger_services.cancel_operation,
+    ),
+    OperatorAction(
+        "compensate",
+        OPERATION,
+        "Propose compensation",
+        "Proposes an operation that closes the record at the destination; it is approved like "
+        "any write.",
+        True,
+        "compensate",
+        said.OPERATION_DONE["compensate"],
+        ledger_services.compensate,
+    ),
+    OperatorAction(
+        "approve",
+        OPERATION,
+        "Approve",
+        "Lets this operation run.",
+        True,
+        "approve",
+        said.OPERATION_DONE["approve"],
+        ledger_services.approve_operation,
+    ),
+    OperatorAction(
+        "reassign",
+        OPERATION,
+        "Reassign owner",
+        "Names the person who owns this item now.",
+        False,
+        "reassign",
+        said.OPERATION_DONE["reassign"],
+        ledger_services.reassign_operation,
+        form=ReassignForm,
+        extra=("owner",),
+    ),
+    # --- on an enquiry --------------------------------------------------------------------
+    OperatorAction(
+        "approve_revision",
+        ENQUIRY,
+        "Approve revision",
+        "Authorises delivery of the current revision to the CRM.",
+        True,
+        "approve",
+        said.ENQUIRY_DONE["approve_revision"],
+        ledger_services.approve_revision,
+        transition="approve",
+        permissions=("intake.approve_revision",),
+    ),
+    OperatorAction(
+        "edit",
+        ENQUIRY,
+        "Edit (new revision)",
+        "",  # the edit form says it
+        False,
+        "edit",
+        said.ENQUIRY_DONE["edit"],
+        intake_services.revise_enquiry,
+        form=EditForm,
+        transition="revise",
+        permissions=("intake.review_enquiry",),
+    ),
+    OperatorAction(
+        "request_information",
+        ENQUIRY,
+        "Request information",
+        "Asks the customer for what is missing; the enquiry waits.",
+        False,
+        "request-information",
+        said.ENQUIRY_DONE["request_information"],
+        intake_services.request_information,
+        transition="request_information",
+        permissions=("intake.review_enquiry",),
+    ),
+    OperatorAction(
+        "information_received",
+        ENQUIRY,
+        "Information received",
+        "The customer answered: the enquiry goes back to review.",
+        False,
+        "information-received",
+        said.ENQUIRY_DONE["information_received"],
+        intake_services.information_received,
+        transition="information_received",
+        permissions=("intake.review_enquiry",),
+    ),
+    OperatorAction(
+        "reject",
+        ENQUIRY,
+        "Reject",
+        "Closes the enquiry without delivering it.",
+        False,
+        "reject",
+        said.ENQUIRY_DONE["reject"],
+        intake_services.reject_enquiry,
+        transition="reject",
+        permissions=("intake.review_enquiry",),
+    ),
+    OperatorAction(
+        "assign",
+        ENQUIRY,
+        "Reassign owner",
+        "Names the person who owns this enquiry now.",
+        False,
+        "assign",
+        said.ENQUIRY_DONE["assign"],
+        intake_services.assign_enquiry,
+        form=ReassignForm,
+        extra=("owner",),
+        permissions=ASSIGN_PERMISSIONS,
+    ),
+]
+ACTIONS: dict[str, OperatorAction] = {action.name: action for action in _ALL}
+OPERATION_ACTIONS = {name: a for name, a in ACTIONS.items() if a.subject == OPERATION}
+ENQUIRY_ACTIONS = {name: a for name, a in ACTIONS.items() if a.subject == ENQUIRY}
+
+# The integration's buttons (recovery.views.integrations): a label and what each does.
+INTEGRATION_BUTTONS = {
+    "pause": (
+        "Pause",
+        "No new writes start; intake keeps accepting and storing; the backlog is kept.",
+    ),
+    "resume": (
+        "Resume and review backlog",
+        "Unpauses. Held writes stay held until you review and release them.",
+    ),
+}
+
+
+def label(action: str) -> str:
+    """The button's label; an unknown name in plain words."""
+    if action in ACTIONS:
+        return ACTIONS[action].label
+    if action in INTEGRATION_BUTTONS:
+        return INTEGRATION_BUTTONS[action][0]
+    return action.replace("_", " ").capitalize()
+
+
+def does(action: str) -> str:
+    if action in ACTIONS:
+        return ACTIONS[action].does
+    return INTEGRATION_BUTTONS.get(action, ("", ""))[1]
+
+
+def changes_external(action: str) -> bool:
+    return action in ACTIONS and ACTIONS[action].changes_external
+
+
+def who_may(action: OperatorAction) -> str:
+    """Who may take it, in the words of docs/roles.md (an operation's: its policy decides per
+    operation, ledger.policies.permission_for)."""
+    if action.subject == ENQUIRY:
+        return " or ".join(f"`{p}`" for p in action.permissions)
+    if action.name == "approve":
+        return "the policy's approver (`intake.approve_revision` for a CRM write)"
+    if action.name == "retry":
+        return "`ledger.recover_operation` (`ledger.triage_operation` if never received)"
+    if action.name == "cancel":
+        return "`ledger.triage_operation` (`intake.review_enquiry` if it ends the enquiry)"
+    return f"`{policies.PERMISSIONS[action.name]}`"
+
+
+def markdown_table() -> str:
+    """The table in docs/roles.md, between its operator-actions markers (a test compares)."""
+    lines = [
+        "| action | on | button | who may | changes a destination | what it does |",
+        "|---|---|---|---|---|---|",
+    ]
+    for action in ACTIONS.values():
+        lines.append(
+            f"| `{action.name}` | {action.subject} | {action.label} | {who_may(action)} | "
+            f"{'yes' if action.changes_external else 'no'} | {action.does or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
