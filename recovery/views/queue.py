@@ -269,21 +269,36 @@ def search(qs, q: str):
     "reference first, then newest" made it sort every match of a common word.) A reference is
     upper case and people type it any way; its start is found with or without "ENQ-".
     """
-    ref = q.upper()
-    by_reference = Q(reference__startswith=ref)
-    if not ref.startswith("ENQ-"):
-        by_reference |= Q(reference__startswith=f"ENQ-{ref}")
-    references = list(
-        qs.filter(by_reference)
-        .annotate(exact=Case(When(reference=ref, then=Value(0)), default=Value(1)))
-        .order_by("exact", "reference")[:REFERENCE_MATCHES]
-    )
+    references = list(reference_matches(qs, q))
     words = (
         qs.filter(search_vector=search_query(q))
         .exclude(pk__in=[e.pk for e in references])
         .order_by("-created_at", "pk")
     )
     return references, words
+
+
+# A reference's start is looked up from this many characters after "ENQ-": one or two are the
+# start of a sixteenth or more of all references (62,000 of 1,000,000, read and sorted to list
+# 20: 1.5-2.5 s, docs/benchmarks.md), and list nobody in particular. Shorter, only the exact one.
+REFERENCE_PREFIX_MIN = 3
+
+
+def reference_matches(qs, q: str):
+    """The enquiries whose reference is ``q`` or starts with it (with or without "ENQ-"; a start
+    of at least REFERENCE_PREFIX_MIN characters), the exact one first, at most
+    REFERENCE_MATCHES."""
+    ref = q.upper()
+    if len(ref.removeprefix("ENQ-")) < REFERENCE_PREFIX_MIN:
+        return qs.filter(reference=ref)[:1]
+    by_reference = Q(reference__startswith=ref)
+    if not ref.startswith("ENQ-"):
+        by_reference |= Q(reference__startswith=f"ENQ-{ref}")
+    return (
+        qs.filter(by_reference)
+        .annotate(exact=Case(When(reference=ref, then=Value(0)), default=Value(1)))
+        .order_by("exact", "reference")[:REFERENCE_MATCHES]
+    )
 
 
 # Up to this many word matches, the page is sorted from the GIN index (``sorted_matches``);

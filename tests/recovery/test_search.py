@@ -55,6 +55,16 @@ def test_a_reference_comes_first_then_newest_words(story, found):
     assert found(wanted.reference[4:9])[0] == wanted.reference
 
 
+def test_a_reference_is_looked_up_by_a_start_of_three_characters_or_more(story, found):
+    wanted = story.enquiry("ready_for_review", reference="ENQ-BX7KQ2MA", message="Nothing here.")
+    # One or two characters are the start of a sixteenth of every reference: none is listed.
+    assert found("b") == []
+    assert found("enq-bx") == []
+    assert found("bx7") == [wanted.reference]
+    assert found("ENQ-BX7") == [wanted.reference]
+    assert found("enq-bx7kq2ma") == [wanted.reference]
+
+
 def test_state_filter_combines_with_words(story, found):
     a = story.enquiry("needs_information", subject="Pothole on Station Road")
     story.enquiry("ready_for_review", subject="Pothole again")
