@@ -74,19 +74,27 @@ def manage(url: str, *args: str) -> float:
 
 
 def page_queries(q: str):
-    """What the enquiry page runs for ``q``: (references, count, rows, the page's queryset)."""
+    """What the enquiry page runs for ``q``: (references, count, the page's rows, the words'
+    queryset, the page, the paginator, the page's queryset)."""
     from intake.models import Enquiry
     from recovery.views.common import CappedPaginator
-    from recovery.views.queue import FEW_MATCHES, SEARCH_PAGE_SIZE, search, sorted_matches
+    from recovery.views.queue import (
+        FEW_MATCHES,
+        SEARCH_PAGE_SIZE,
+        search,
+        sorted_matches,
+        walked_matches,
+    )
 
-    references, words = search(Enquiry.objects.select_related("category", "owner"), q)
+    unsearched = Enquiry.objects.select_related("category", "owner")
+    references, words = search(unsearched, q)
     paginator = CappedPaginator(words, SEARCH_PAGE_SIZE, cap=10_000)
     page = paginator.page(1)
-    rows = page.object_list
     if paginator.count <= FEW_MATCHES:
         rows = sorted_matches(words, page)
-    rows = list(rows)
-    return references, paginator.counted, rows, words, page, paginator
+    else:
+        rows = walked_matches(unsearched, q, references, page)
+    return references, paginator.counted, list(rows), words, page, paginator, rows
 
 
 def reference_query(q: str):
@@ -239,10 +247,7 @@ def measure(url: str, args, vacuum: bool = False) -> int:
         f" {'met' if p95 < TARGET_P95_MS else 'missed'}; load average {loadavg()}"
     )
     for q in PLANS:
-        refs, counted, _rows, words, page, paginator = page_queries(q)
-        from recovery.views.queue import FEW_MATCHES, sorted_matches
-
-        rows = sorted_matches(words, page) if paginator.count <= FEW_MATCHES else words[:50]
+        *_, words, _page, _paginator, rows = page_queries(q)
         print(f"\n=== {q!r}: the page's rows ===\n{explain(rows)}")
         print(f"\n=== {q!r}: the count ===\n{explain_count(words)}")
         print(f"\n=== {q!r}: the references ===\n{explain(reference_query(q))}")

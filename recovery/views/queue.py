@@ -2,12 +2,14 @@
 
 from datetime import timedelta
 
+from django.contrib.postgres.search import SearchVectorField
 from django.db.models import (
     Case,
     Count,
     DateTimeField,
     ExpressionWrapper,
     F,
+    Func,
     Max,
     OuterRef,
     Q,
@@ -319,6 +321,31 @@ def sorted_matches(words, page):
     return words.order_by(unindexed.desc(), "pk")[start : start + page.paginator.per_page]
 
 
+def walked_matches(qs, q: str, references, page):
+    """The page's rows of a word search with more than FEW_MATCHES matches, read by walking
+    created_at backwards, never by reading and sorting every match from ``enquiry_search``.
+
+    PostgreSQL estimates several words' matches as if the words were independent ("anna
+    kowalska": 1,688 of 1,000,000 expected, 16,667 found) and then reads and sorts all of them
+    (300 ms) where the walk meets one every 60 rows (3 ms; docs/benchmarks.md). The vector read
+    through an expression the index does not cover leaves it the walk. ``qs``: the search's
+    queryset before the words (the state filter), ``references``: the reference matches listed
+    above the words.
+    """
+    unindexed = Func(
+        F("search_vector"),
+        template="(%(expressions)s || ''::tsvector)",
+        output_field=SearchVectorField(),
+    )
+    start = (page.number - 1) * page.paginator.per_page
+    return (
+        qs.alias(unindexed_vector=unindexed)
+        .filter(unindexed_vector=search_query(q))
+        .exclude(pk__in=[e.pk for e in references])
+        .order_by("-created_at", "pk")[start : start + page.paginator.per_page]
+    )
+
+
 @require_GET
 @console_view
 def enquiry_list(request):
@@ -333,6 +360,7 @@ def enquiry_list(request):
     elif state:
         notes.append(said.FILTER_NOT_UNDERSTOOD % {"name": "state", "value": state[:40]})
     references = []
+    unsearched = qs
     if q:
         references, qs = search(qs, q)
     else:
@@ -340,6 +368,8 @@ def enquiry_list(request):
     page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
     if q and page.paginator.count <= FEW_MATCHES:
         page.object_list = sorted_matches(qs, page)
+    elif q:
+        page.object_list = walked_matches(unsearched, q, references, page)
     # The reference matches head the first page; the word matches are paged.
     enquiries = (references if page.number == 1 else []) + list(page)
     ownership.attach_owners(enquiries)  # the owner each one's queue row names
