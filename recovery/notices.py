@@ -43,6 +43,7 @@ ESCALATED = "recovery.escalated"
 NEEDS_OWNER = ("ledger.operation.fail", "ledger.operation.needs_person", "ledger.operation.bounce")
 CREDENTIALS = "ledger.integration.credentials_refused"
 ESCALATION_ACTOR = "system:escalation"
+DIGEST_ITEMS = 50  # the message lists the first 50 and counts the rest
 
 
 def _users_by_name(names) -> dict:
@@ -244,10 +245,10 @@ def send(now=None) -> list[Operation]:
     minutes = settings.OPERATOR_NOTICE_MINUTES
     pending = OperatorNotice.objects.filter(
         operation__isnull=True, created_at__gte=now - LOOKBACK
-    ).values_list("user_id", flat=True)
+    ).values("user_id")
     model = get_user_model()
     sent = []
-    for user in model.objects.filter(pk__in=set(pending), is_active=True).order_by("pk"):
+    for user in model.objects.filter(pk__in=pending, is_active=True).order_by("pk"):
         if not user.email or not enabled(user):
             continue
         last = (
@@ -266,34 +267,64 @@ def send(now=None) -> list[Operation]:
     return sent
 
 
+class _NotNow(Exception):
+    """The digest is not sent this time; its transaction is rolled back and the notices wait."""
+
+
 def _send_one(user, now, minutes):
+    """The person's pending notices as one message, in one transaction, set-based: count them and
+    read the first ``DIGEST_ITEMS`` for the payload, propose the message, then mark them with one
+    ``UPDATE`` by the person and the window's lower bound (no list of ids, no row objects).
+
+    The mark must carry exactly what the message counts: if it does not (a notice came or went
+    between the read and the mark), or the window's message exists already (made by a concurrent
+    sender, or earlier in this window), nothing is sent now: the transaction rolls back and the
+    notices wait for the next run. A crash rolls everything back the same way."""
     window = window_start(now, minutes)
-    with transaction.atomic():
-        notices = list(
-            OperatorNotice.objects.select_for_update(skip_locked=True)
-            .filter(user=user, operation__isnull=True, created_at__gte=now - LOOKBACK)
-            .order_by("created_at", "pk")
-        )
-        if not notices:
-            return None
-        kinds = dict(OperatorNotice.KINDS)
-        items = [{"what": kinds[n.kind], "title": n.title, "link": n.link} for n in notices[:50]]
-        payload = notice_payload(
-            OPERATOR_DIGEST,
-            user.email,
-            reference=f"operator {user.get_username()}, {timefmt.local(window)}",
-            person=user.get_username(),
-            count=len(notices),
-            items=items,
-            interval=minutes,
-        )
-        op, _created = propose_message(
-            _key(user, window),
-            payload,
-            reason=f"{len(notices)} item(s) for {user.get_username()}",
-            at=now,
-        )
-        OperatorNotice.objects.filter(pk__in=[n.pk for n in notices]).update(operation=op)
+    pending = OperatorNotice.objects.filter(
+        user=user, operation__isnull=True, created_at__gte=now - LOOKBACK
+    )
+    try:
+        with transaction.atomic():
+            count = pending.count()
+            if not count:
+                return None
+            first = list(
+                pending.order_by("created_at", "pk").values_list("pk", "kind", "title", "link")[
+                    :DIGEST_ITEMS
+                ]
+            )
+            kinds = dict(OperatorNotice.KINDS)
+            items = [{"what": kinds[k], "title": t, "link": link} for _pk, k, t, link in first]
+            payload = notice_payload(
+                OPERATOR_DIGEST,
+                user.email,
+                reference=f"operator {user.get_username()}, {timefmt.local(window)}",
+                person=user.get_username(),
+                count=count,
+                items=items,
+                interval=minutes,
+            )
+            op, created = propose_message(
+                _key(user, window),
+                payload,
+                reason=f"{count} item(s) for {user.get_username()}",
+                at=now,
+            )
+            if not created:
+                raise _NotNow  # its message is built already: these are not in it
+            # Rows locked by another transaction are waited for and read again (READ COMMITTED),
+            # so a notice is marked by one message only.
+            marked = pending.update(operation=op)
+            head = list(
+                OperatorNotice.objects.filter(operation=op)
+                .order_by("created_at", "pk")
+                .values_list("pk", flat=True)[:DIGEST_ITEMS]
+            )
+            if marked != count or head != [row[0] for row in first]:
+                raise _NotNow
+    except _NotNow:
+        return None
     return op
 
 

@@ -55,6 +55,16 @@ def test_a_reference_comes_first_then_newest_words(story, found):
     assert found(wanted.reference[4:9])[0] == wanted.reference
 
 
+def test_a_reference_is_looked_up_by_a_start_of_three_characters_or_more(story, found):
+    wanted = story.enquiry("ready_for_review", reference="ENQ-BX7KQ2MA", message="Nothing here.")
+    # One or two characters are the start of a sixteenth of every reference: none is listed.
+    assert found("b") == []
+    assert found("enq-bx") == []
+    assert found("bx7") == [wanted.reference]
+    assert found("ENQ-BX7") == [wanted.reference]
+    assert found("enq-bx7kq2ma") == [wanted.reference]
+
+
 def test_state_filter_combines_with_words(story, found):
     a = story.enquiry("needs_information", subject="Pothole on Station Road")
     story.enquiry("ready_for_review", subject="Pothole again")
@@ -172,3 +182,19 @@ def test_a_search_reads_its_first_eight_words_and_says_so(story, client_for):
     assert [e.reference for e in response.context["enquiries"]] == [wanted.reference]
     assert "first 8 words: “nine ten” was left out" in response.content.decode()
     assert response.context["q"] == "one two three four five six seven eight"
+
+
+def test_many_matches_are_paged_newest_first_by_walking_created_at(story, found, monkeypatch):
+    """Above FEW_MATCHES the page is read with the vector outside the index (walked_matches):
+    the same rows, newest first, references listed once, the state filter kept."""
+    from recovery.views import queue
+
+    monkeypatch.setattr(queue, "FEW_MATCHES", 0)
+    older = story.enquiry("ready_for_review", name="Anna Kowalska", message="Bin missed.")
+    newer = story.enquiry("needs_information", name="Anna Kowalski", message="Bin again.")
+    story.enquiry("ready_for_review", name="Ben Nowak", message="Parking.")
+    Enquiry.objects.filter(pk=older.pk).update(created_at=newer.created_at.replace(year=2020))
+    assert found("anna kow") == [newer.reference, older.reference]
+    assert found("bin", state="ready_for_review") == [older.reference]
+    cited = story.enquiry("ready_for_review", message=f"About {older.reference}: bin.")
+    assert found(older.reference) == [older.reference, cited.reference]
