@@ -1,5 +1,6 @@
 """Overdue items go to the backup owner, once per stay in a state, with a journal row."""
 
+import re
 from datetime import timedelta
 
 from django.utils import timezone
@@ -79,3 +80,14 @@ def test_an_escalation_run_has_its_own_request_id_in_the_journal(story):
     )
     assert len(ids) == 1 and ids.pop().startswith("escalate-")
     assert escalate_overdue() == 0
+
+
+def test_escalation_reason_in_local_time(story, people, settings):
+    ResponsePolicy.objects.create(
+        queue=Queue.UNKNOWN, backup_owner=people["admin"], response_period=timedelta(hours=1)
+    )
+    op = story.operation("unknown")
+    Operation.objects.filter(pk=op.pk).update(state_changed_at=timezone.now() - timedelta(hours=2))
+    escalate_overdue()
+    reason = JournalEntry.objects.get(action="recovery.escalated").reason
+    assert "UTC" not in reason and re.search(r"\d{1,2}:\d\d (GMT|BST)", reason), reason
