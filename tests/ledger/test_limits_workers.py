@@ -16,7 +16,7 @@ from tests.ledger.conftest import crm_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-RATE = 5
+RATE = 2  # low enough that four workers would exceed it on a busy machine too
 
 
 def confirmed_count(ops) -> int:
@@ -37,23 +37,21 @@ def logs(*clusters) -> str:
 def test_two_clusters_never_exceed_the_rate_at_the_destination(
     approved_enquiry, integrations, sandbox, start_cluster, wait_for
 ):
-    """R calls a second in Handover, and the sandbox answers 429 above R in a second: 30 writes
-    through two clusters of two workers. Every write is confirmed, each record exists once,
-    and the calls arrived no faster than R a second, counted from the first moment a turn
-    was free, at the destination.
+    """R calls a second in Handover: 20 writes through two clusters of two workers. Every
+    write is confirmed, each record exists once, and the calls arrived no faster than R a
+    second, counted from the first moment a turn was free, at the destination.
 
     The count needs no timing allowance: no turn is handed out before ``opens`` (the limiter's
     row is set to it), the turns of every worker of both clusters are 1 / R apart at least,
     and a call arrives after it is sent, however busy the machine. So at the end of each of
     the sandbox's seconds, at most ceil((end - opens) * R) calls have arrived; two clusters
-    that each kept their own pace would have sent twice that. Which second a call lands in
-    does carry this machine's scheduling delays, so a call the sandbox refused for its
-    per-second limit is counted, not failed: it costs one request more, never a record."""
-    sandbox.capabilities(rate_limit_per_second=RATE)
+    that each kept their own pace would have sent twice that. The sandbox sets no limit of
+    its own here: a 429 would slow the calls down and hide a limit that did not hold (the
+    429 is the next test's)."""
     crm = integrations["crm"]
     crm.max_requests_per_second = RATE
     crm.save()
-    ops = [approved_enquiry()[1] for _ in range(30)]
+    ops = [approved_enquiry()[1] for _ in range(20)]
     opens = timezone.now() + timedelta(seconds=1)
     LimiterState.objects.update_or_create(integration=crm, defaults={"next_slot_at": opens})
     first = start_cluster(workers=2, name="first")
@@ -72,11 +70,10 @@ def test_two_clusters_never_exceed_the_rate_at_the_destination(
         arrived += calls
         allowed = max(math.ceil((second_ + 1 - opens.timestamp()) * RATE), 0)
         assert arrived <= allowed, (second_, arrived, allowed, per_second)
-    refused = stats["rate_limited"].get("crm.create", 0)
-    print(f"refused by the sandbox's per-second limit: {refused}; per second: {per_second}")
+    print(f"calls per second at the sandbox: {per_second}")
     assert stats["crm"]["total"] == len(ops)
     assert set(stats["crm"]["by_reference"].values()) == {1}
-    assert stats["requests"]["crm.create"] == len(ops) + refused
+    assert stats["requests"]["crm.create"] == len(ops)
     # Both clusters sent: the limit held across processes, not within one.
     assert "execute" in first.log() and "execute" in second.log()
 
