@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint format bench soak drill screenshots clean
+.PHONY: run test test-fast lint format bench soak drill screenshots clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,16 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 run: $(VENV)/.installed .env
 	HANDOVER_DEV_TOOLS=1 $(PY) manage.py runall $(if $(PORT),--port $(PORT))
 
+# Everything, over two processes (pytest-xdist; each has its own test database, and a test
+# module stays on one process with the sandbox and servers it shares). PYTEST_ARGS adds to it.
 test: $(VENV)/.installed
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# What needs no process of its own (no sandbox, cluster, browser, server), over two processes
+# too: for the person changing the code. A test that starts a process is marked slow
+# (tests/conftest.py).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .

@@ -1,9 +1,22 @@
 import os
+import sys
 import uuid
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from harness.processes import wait_until
+
+# Property tests: 100 examples each by default, 1,000 under CI (CI=true, as .ci/run sets);
+# HYPOTHESIS_PROFILE names either. A test whose example is dear takes a share of the profile's
+# count (``hypothesis_settings.default.max_examples // 10``), never a number of its own. No
+# deadline: a busy machine makes an example slow, not wrong.
+hypothesis_settings.register_profile("default", max_examples=100, deadline=None)
+hypothesis_settings.register_profile("ci", max_examples=1000, deadline=None)
+hypothesis_settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE")
+    or ("ci" if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes") else "default")
+)
 
 
 @pytest.fixture(scope="session")
@@ -109,9 +122,66 @@ def bottlecrm_reference():
     return f"ENQ-T{uuid.uuid4().hex[:10].upper()}"
 
 
+# -- the fast tier: `pytest -m "not slow"` (make test-fast) starts no process -------------------
+
+# Every fixture that starts a process (or stands for one: a module's shared process). A test that
+# asks for one, directly or through another fixture, is marked ``slow`` at collection.
+PROCESS_FIXTURES = frozenset(
+    {
+        "sandbox_process",  # the sandbox (sandbox/testing.py), tests/ledger, harness, sandbox
+        "proxy_process",  # harness.faultproxy in front of a sandbox or BottleCRM
+        "calendar_proxy_process",
+        "mail_server",  # harness.mailserver, the SMTP relay
+        "radicale_process",  # harness.radicale, CalDAV
+        "dav",  # harness.webdav (tests/ledger/test_webdav.py)
+        "start_cluster",  # manage.py qcluster
+        "web_server",  # gunicorn as `make run` serves (harness.drill.processes.WebServer)
+        "start_web",  # tests/security/test_slow_clients.py
+        "chromium",  # Playwright's driver and a headless Chromium
+        "bottlecrm",
+        "bottlecrm_without_custom_field",
+    }
+)
+BOTTLECRM_FIXTURES = frozenset({"bottlecrm", "bottlecrm_without_custom_field"})
+
+
 def pytest_collection_modifyitems(items):
-    # A test that asks for a BottleCRM starts real processes: `-m "not bottlecrm"` leaves it out.
     for item in items:
-        if {"bottlecrm", "bottlecrm_without_custom_field"} & set(item.fixturenames):
-            item.add_marker(pytest.mark.bottlecrm)
+        used = set(item.fixturenames)
+        if PROCESS_FIXTURES & used:
             item.add_marker(pytest.mark.slow)
+        # A test that asks for a BottleCRM: `-m "not bottlecrm"` leaves it out.
+        if BOTTLECRM_FIXTURES & used:
+            item.add_marker(pytest.mark.bottlecrm)
+
+
+class StartedAProcess(Exception):
+    """A test not marked ``slow`` started a process."""
+
+
+# Audit events (docs.python.org, "Audit events table") raised before a child process exists.
+_PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system"}
+)
+_fast_test: list[str] = []  # the node id of the running test when it is not slow
+
+
+def _refuse_processes_in_fast_tests(event, args):
+    if _fast_test and event in _PROCESS_EVENTS:
+        raise StartedAProcess(
+            f"{_fast_test[0]} is not marked slow and started a process ({event}: {args[:2]!r}). "
+            "Use a fixture named in tests/conftest.py PROCESS_FIXTURES, or mark the test slow."
+        )
+
+
+sys.addaudithook(_refuse_processes_in_fast_tests)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.get_closest_marker("slow") is None:
+        _fast_test.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        _fast_test.clear()

@@ -1,6 +1,8 @@
 """The console's drill page: the latest report with its time and who ran it; an admin records a
 reviewer's conclusion, kept with the run; nobody else may."""
 
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -103,3 +105,39 @@ def test_a_run_that_is_not_a_run_number_is_refused_clearly(client, make_user, ru
     assert not DrillConclusion.objects.exists()
     # The page still shows the latest run to conclude on.
     assert made.ran_by in response.content.decode()
+
+
+def test_drill_report_marks_failures_and_links_references(settings):
+    from recovery.drill.report import render_html
+
+    settings.CONSOLE_URL = "https://console.example.org/"
+    report = {
+        "integration": "sandbox",
+        "started_at": "2026-12-01T14:00:00+00:00",
+        "finished_at": "2026-12-01T14:05:00+00:00",
+        "run": "r1",
+        "ran_by": "casey",
+        "passed": False,
+        "cases": [
+            {
+                "name": "ok case",
+                "passed": True,
+                "enquiry_reference": "HO-1",
+                "input_reference": "e1",
+            },
+            {
+                "name": "broken case",
+                "passed": False,
+                "enquiry_reference": "HO-2, HO-3, not/a ref",
+                "input_reference": "e2",
+            },
+        ],
+    }
+    html = render_html(report)
+    bad = re.search(r'<tr class="bad">.*?</tr>', html, re.S)[0]
+    assert "✗ FAILED" in bad and "broken case" in bad
+    assert '<a href="https://console.example.org/console/enquiries/HO-2/">HO-2</a>' in bad
+    assert '<a href="https://console.example.org/console/enquiries/HO-3/">HO-3</a>' in bad
+    assert ", not/a ref</small>" in bad  # shown, not linked, never a broken page
+    assert "✗ FAILED" not in re.search(r'<tr class="ok">.*?</tr>', html, re.S)[0]
+    assert "1 Dec 2026, 14:00 GMT" in html

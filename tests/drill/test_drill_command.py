@@ -167,6 +167,7 @@ def test_a_crm_that_cannot_be_reached_stops_the_drill_before_any_case(tmp_path):
     assert Integration.objects.filter(base_url="http://127.0.0.1:9").count() == 4
 
 
+@pytest.mark.slow  # a manage.py drill process
 @pytest.mark.django_db
 def test_the_drill_refuses_an_unmigrated_database_plainly():
     """A real empty database on the test server: no traceback, one line saying what to run."""

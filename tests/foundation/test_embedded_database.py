@@ -27,6 +27,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.slow  # starts a process to have a dead pid
 def test_dead_processes_are_forgotten_and_live_ones_kept(tmp_path):
     dead, alive = _dead_pid(), os.getpid()
     (tmp_path / HANDLES_FILE).write_text(json.dumps([dead, alive, "junk", -1]))

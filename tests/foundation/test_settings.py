@@ -39,6 +39,7 @@ def _manage(*args, **env):
     )
 
 
+@pytest.mark.slow  # a manage.py process
 def test_check_deploy_is_clean_with_production_settings():
     """The settings alone: the database is one that is not there, so the readiness checks
     (handover.W1xx, which read it) find nothing; tests/recovery/test_production_steps.py walks
@@ -67,6 +68,7 @@ def test_check_deploy_is_clean_with_production_settings():
     assert "WARNINGS" not in result.stderr
 
 
+@pytest.mark.slow  # a manage.py process
 def test_a_bad_value_fails_loudly():
     result = _manage("check", Q_WORKERS="two", DEBUG="1")
     assert result.returncode != 0
@@ -105,6 +107,7 @@ def test_bad_email_settings_fail_loudly(monkeypatch):
     assert env_email("DEFAULT_FROM_EMAIL", "x@example.org") == "Council <noreply@example.org>"
 
 
+@pytest.mark.slow  # a manage.py process
 def test_tls_and_ssl_together_stop_the_process():
     result = _manage("check", EMAIL_USE_TLS="1", EMAIL_USE_SSL="1", DEBUG="1")
     assert result.returncode != 0

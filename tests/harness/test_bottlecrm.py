@@ -67,6 +67,7 @@ def test_without_the_custom_field_bottlecrm_drops_the_reference(
     assert crm.case_count(ref) == 0
 
 
+@pytest.mark.slow  # asks a Python for its version
 def test_a_python_that_is_not_3_12_is_named_as_the_missing_prerequisite(monkeypatch):
     if sys.version_info[:2] == (3, 12):
         pytest.skip("this test needs the suite to run on another Python than 3.12")

@@ -32,6 +32,7 @@ def test_reports_accuracy_abstention_and_confident_errors():
     assert data["abstained"] > 0
     # Negations fool keywords: the set is built to show it, and the report must say so.
     assert data["confidently_wrong"] > 0
+    assert len(data["outcomes"]) == data["messages"]
     for outcome in data["outcomes"]:
         assert outcome["label"] in {"website", "repairs", "waste", "unresolved"}
         assert outcome["label"] != "parking"  # retired: never an answer
@@ -51,4 +52,5 @@ def test_from_db_uses_the_admins_keywords(demo_categories):
     demo_categories["waste"].keywords = ""
     demo_categories["waste"].save()
     data = json.loads(run("--json", "--from-db"))
+    assert data["outcomes"]
     assert all(o["label"] != "waste" for o in data["outcomes"])

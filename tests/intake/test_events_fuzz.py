@@ -3,8 +3,9 @@ request leaves no row behind.
 
 Text is drawn from the full Unicode range, lone surrogates included (Hypothesis leaves out
 category Cs unless asked), with characters that change length when their case changes, and
-objects are sent with duplicated keys at any depth. The default run is 1,000 examples; a long
-run (docs/reliability.md, "Malformed input"):
+objects are sent with duplicated keys at any depth. A run takes the Hypothesis profile's count
+(tests/conftest.py: 100 examples, 1,000 under CI); a long run (docs/reliability.md, "Malformed
+input"):
 
     INTAKE_FUZZ_EXAMPLES=2500 INTAKE_FUZZ_REPORT=/tmp/fuzz.json \\
         python -m pytest tests/intake/test_events_fuzz.py -q
@@ -26,7 +27,7 @@ from tests.intake.signing import signed_headers
 
 pytestmark = pytest.mark.django_db
 
-EXAMPLES = int(os.environ.get("INTAKE_FUZZ_EXAMPLES", "1000"))
+EXAMPLES = int(os.environ.get("INTAKE_FUZZ_EXAMPLES") or settings.default.max_examples)
 REPORT = os.environ.get("INTAKE_FUZZ_REPORT", "")
 
 # Characters whose lower-case (or upper-case) form is longer, or differs in odd ways: the

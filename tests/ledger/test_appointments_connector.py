@@ -35,7 +35,9 @@ def test_a_read_of_the_sandbox_takes_its_taken_slots_as_busy(
     busy = set(appointments.from_text(op.result["busy"]))
     assert busy and busy <= taken  # only those inside the read's window
     assert op.result["version"] == {}  # the contract has no version
-    for start, end in appointments.from_text(op.result["slots"]):
+    slots = appointments.from_text(op.result["slots"])
+    assert slots
+    for start, end in slots:
         assert not any(b0 < end and start < b1 for b0, b1 in busy)
         assert start >= datetime.fromisoformat(op.result["as_of"])
     view = slots_view(enquiry, now=timezone.now())

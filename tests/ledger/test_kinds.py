@@ -74,6 +74,7 @@ def test_the_row_narrows_what_the_kind_declares_and_never_widens_it():
 
 
 def test_every_action_has_a_connector_through_its_integrations_kind():
+    assert POLICIES
     for policy in POLICIES.values():
         if policy.integration is None:
             assert policy.in_process is not None, policy.action

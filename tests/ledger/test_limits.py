@@ -132,6 +132,7 @@ def test_a_released_backlog_is_given_turns_at_the_rate_oldest_first(crm, approve
     release_backlog("crm", actor="system:test", reason="drain")
     rows = list(Operation.objects.filter(pk__in=[o.pk for o in ops]).order_by("created_at"))
     turns = [op.next_attempt_at for op in rows]
+    assert len(rows) == len(ops)
     assert all(not op.held for op in rows)
     assert turns == sorted(turns)
     gaps = [(b - a).total_seconds() for a, b in pairwise(turns)]

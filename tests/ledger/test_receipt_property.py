@@ -26,7 +26,7 @@ from tests.intake.test_events_fuzz import emails, storable_text
 
 pytestmark = pytest.mark.django_db
 
-EXAMPLES = int(os.environ.get("RECEIPT_PROPERTY_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("RECEIPT_PROPERTY_EXAMPLES") or settings.default.max_examples)
 
 document_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._:-]{0,199}\Z", fullmatch=True)
 versions = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,39}\Z", fullmatch=True) | st.integers(

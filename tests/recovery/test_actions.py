@@ -3,7 +3,10 @@ not allow it (nothing changes: state, journal, queued tasks); and each does its 
 allowed, through the services, with the reason in the journal.
 
 A refused form comes back as the page (422 for a bad field, 409 for a state that does not allow
-it), the refusal written in the card acted on (tests/recovery/test_round_two.py, defect 4)."""
+it), the refusal written in the card acted on."""
+
+import re
+from html import unescape
 
 import pytest
 from django.contrib.messages import get_messages
@@ -12,6 +15,7 @@ from django_q.models import OrmQ
 
 from intake.models import Enquiry, EnquiryState, Revision
 from ledger.models import Integration, JournalEntry, Op, Operation
+from tests.recovery.pages import card, item_url, text
 
 
 def snapshot():
@@ -41,7 +45,7 @@ OP_CASES = [
     ("op-retry", "admin", "failed", "confirmed", {}),
     ("op-complete", "coordinator", "unknown", "confirmed", {"external_id": "CRM-1"}),
     # A coordinator cancels what does not end an enquiry (the acknowledgement, here); cancelling
-    # an approved enquiry's CRM write is a reviewer's decision (test_round_two, defect 3).
+    # an approved enquiry's CRM write is a reviewer's decision (see the cancel tests below).
     ("op-cancel", "coordinator", "failed", "confirmed", {}),
     ("op-compensate", "admin", "confirmed", "unknown", {}),
     # A compensation is approved on its own; a revision's CRM write only with the revision.
@@ -357,3 +361,100 @@ def test_pause_resume_review_release(story, client_for, integrations_rows):
     assert JournalEntry.objects.filter(
         action="ledger.integration.backlog_released", reason="checked three records"
     )
+
+
+def test_cancel_that_ends_the_enquiry_is_a_reviewers_decision_and_its_outcome(story, client_for):
+    op = story.operation("failed")  # an approved enquiry's CRM write, failed
+    assert op.enquiry.state == EnquiryState.APPROVED
+    url = reverse("recovery:op-cancel", args=[op.pk])
+
+    coordinator_page = text(client_for("coordinator").get(item_url(op)))
+    assert (
+        "Cancel and close the enquiry (it ends the enquiry: only a reviewer or an admin may)"
+        in (coordinator_page)
+    )
+    assert client_for("coordinator").post(url, {"reason": "give up"}).status_code == 403
+    op.refresh_from_db()
+    assert op.state == Op.FAILED
+
+    reviewer = client_for("reviewer")
+    before = text(reviewer.get(item_url(op)))
+    assert f"closes {op.enquiry.reference} as Rejected" in before
+    response = reviewer.post(url, {"reason": "the resident withdrew it by phone"})
+    assert response.status_code == 302
+    op.refresh_from_db()
+    enquiry = Enquiry.objects.get(pk=op.enquiry_id)
+    assert op.state == Op.CANCELLED
+    assert enquiry.state == EnquiryState.REJECTED
+    withdraw = JournalEntry.objects.get(action="intake.enquiry.withdraw", enquiry=enquiry)
+    assert withdraw.reason == "the resident withdrew it by phone"
+    after = text(reviewer.get(item_url(op)))
+    assert "Outcome Rejected: the-reviewer cancelled its delivery to the CRM" in after
+    assert "“the resident withdrew it by phone”" in after
+
+
+def test_a_write_cancelled_after_refused_attempts_says_so(story, client_for):
+    op = story.operation("failed", attention="invalid", attempts=["invalid"])
+    client_for("reviewer").post(
+        reverse("recovery:op-cancel", args=[op.pk]), {"reason": "will not be fixed"}
+    )
+    words = text(client_for("reviewer").get(item_url(op)))
+    assert "in the CRM: No. Cancelled after 1 attempt that the CRM did not accept" in words
+    assert "Cancelled before anything reached" not in words
+
+
+def test_a_coordinator_still_cancels_what_does_not_end_an_enquiry(story, client_for):
+    op = story.operation("failed", action="notify.send", integration="notify")
+    response = client_for("coordinator").post(
+        reverse("recovery:op-cancel", args=[op.pk]), {"reason": "address bounced"}
+    )
+    assert response.status_code == 302
+    op.refresh_from_db()
+    assert op.state == Op.CANCELLED
+    assert Enquiry.objects.get(pk=op.enquiry_id).state == EnquiryState.APPROVED
+
+
+def test_a_refused_form_comes_back_open_with_what_was_typed(story, client_for):
+    op = story.operation("unknown", attention="lookup_failed")
+    response = client_for("coordinator").post(
+        reverse("recovery:op-complete", args=[op.pk]),
+        {"reason": "  ", "external_id": "CRM-1042 typed with care"},
+    )
+    assert response.status_code == 422
+    here = card(response, op)
+    assert 'value="CRM-1042 typed with care"' in here
+    assert re.search(rf'<details class="action" open id="act-{op.pk}-complete_by_hand"', here)
+    assert "Give a reason" in here
+
+    long_reason = "checked with the resident on the phone; " * 20
+    confirmed = story.operation("confirmed")
+    response = client_for("coordinator").post(
+        reverse("recovery:op-reconcile", args=[confirmed.pk]), {"reason": long_reason}
+    )
+    assert response.status_code == 409
+    assert long_reason.strip() in unescape(card(response, confirmed))
+    assert "“Reconcile now” is not possible now: this operation is confirmed." in text(response)
+
+
+def test_edit_errors_name_the_field_and_keep_every_field(story, client_for):
+    enquiry = story.enquiry("ready_for_review")
+    url = reverse("recovery:enquiry-edit", args=[enquiry.reference])
+    response = client_for("reviewer").post(
+        url,
+        {
+            "reason": "phone added",
+            "email": "not-an-email",
+            "phone": "07700 900123",
+            "name": "A. Resident-with-a-long-name",
+            "next": reverse("recovery:review-item", args=[enquiry.reference]),
+        },
+    )
+    assert response.status_code == 422
+    words = text(response)
+    assert "Email: Enter a valid email address." in words
+    html = response.content.decode()
+    assert 'value="07700 900123"' in html and 'value="A. Resident-with-a-long-name"' in html
+    assert 'value="not-an-email"' in html
+    assert re.search(r">\s*phone added</textarea>", html)
+    enquiry.refresh_from_db()
+    assert enquiry.current_revision == 1

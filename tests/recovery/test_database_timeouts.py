@@ -31,6 +31,7 @@ def test_every_connection_waits_for_a_lock_at_most_the_lock_timeout():
     assert _show(connection, "statement_timeout") == "0"
 
 
+@pytest.mark.slow  # a Python process loads config.wsgi
 @pytest.mark.django_db
 def test_a_web_process_has_a_statement_timeout_and_both_are_configurable():
     """config/wsgi.py (what every web server loads) marks the process as a web process."""

@@ -14,7 +14,9 @@ def test_every_state_and_transition_of_the_enquiry_is_drawn():
     svg = render_svg(Enquiry, current=EnquiryState.SUBMISSION_UNKNOWN)
     states = re.findall(r'data-state="([^"]+)"', svg)
     assert sorted(states) == sorted(EnquiryState.values)
-    for transition in Enquiry._meta.get_field("state").get_all_transitions(Enquiry):
+    transitions = list(Enquiry._meta.get_field("state").get_all_transitions(Enquiry))
+    assert transitions
+    for transition in transitions:
         sources = transition.source if isinstance(transition.source, list) else [transition.source]
         for source in sources:
             if source != transition.target:

@@ -1,6 +1,8 @@
 """The queue: what is in it, in which order, filtered how, and at what cost in queries."""
 
+import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.db import connection
@@ -13,6 +15,8 @@ from ledger.models import Integration, Op, Operation, payload_hash
 from recovery import queue as work
 from recovery.models import Queue, QueueVisit, ResponsePolicy
 from recovery.queue import paging, sources
+from recovery.tasks import escalate_overdue
+from tests.recovery.pages import card, item_url
 
 
 def bulk_queue(n, integrations_rows, category=None):
@@ -410,3 +414,38 @@ def test_the_stuck_enquiries_are_read_only_as_far_back_as_the_page_leaves_room()
     assert paging._late_bound(last(1, 0, 1), 1, now, period) == now - timedelta(hours=1)
     assert paging._late_bound(last(3, 0, 1), 1, now, None) == now - timedelta(hours=3)
     assert paging._late_bound(last(3, 0, 0), 1, now, period) is None
+
+
+def test_escalated_item_one_owner_everywhere_and_still_mine(story, people, client_for):
+    ResponsePolicy.objects.create(
+        queue=Queue.UNKNOWN,
+        owner=people["coordinator"],
+        backup_owner=people["admin"],
+        response_period=timedelta(hours=2),
+    )
+    op = story.operation("unknown", attention="lookup_failed")
+    Operation.objects.filter(pk=op.pk).update(state_changed_at=timezone.now() - timedelta(hours=3))
+    assert escalate_overdue() == 1
+    why = "escalated from the-coordinator at"
+
+    coordinator = client_for("coordinator")
+    queue = coordinator.get(reverse("recovery:queue"))
+    row = re.search(rf'<tr[^>]*data-key="{op.pk}".*?</tr>', queue.content.decode(), re.S)[0]
+    assert "the-admin" in row and why in unescape(row) and "overdue" in row
+    page = coordinator.get(item_url(op))
+    assert why in unescape(card(page, op))
+    owner_cell = re.search(r"<dt>Owner</dt><dd>(.*?)</dd>", page.content.decode(), re.S)[1]
+    assert "the-admin" in owner_cell and why in unescape(owner_cell)
+
+    mine = coordinator.get(reverse("recovery:queue") + "?mine=1")
+    assert f'data-key="{op.pk}"' in mine.content.decode()
+
+
+def test_opening_the_queue_inspects_only_queues_shown_to_someone_who_can_act(
+    story, people, client_for
+):
+    story.operation("unknown", attention="lookup_failed")
+    client_for("reviewer").get(reverse("recovery:queue"))  # a reviewer cannot act on it
+    assert not QueueVisit.objects.exists()
+    client_for("coordinator").get(reverse("recovery:queue"))
+    assert set(QueueVisit.objects.values_list("queue", flat=True)) == {Queue.UNKNOWN}

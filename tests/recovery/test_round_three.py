@@ -19,7 +19,7 @@ from ledger.models import Integration, JournalEntry, Op, Operation
 from recovery import ownership
 from recovery.models import Queue, ResponsePolicy
 from recovery.tasks import escalate_overdue
-from tests.recovery.test_round_two import card, item_url, text
+from tests.recovery.pages import card, item_url, text
 
 
 def owner_cell(page) -> str:

@@ -1,11 +1,12 @@
 """Template filters, the enquiry search and the review list."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from recovery import timefmt
 from recovery.templatetags import console
 
 
@@ -70,3 +71,15 @@ def test_review_list_oldest_first_with_matches_and_unresolved_filter(story, clie
     assert [e.reference for e in response.context["enquiries"]] == [second.reference]
     page = client.get(reverse("recovery:review-item", args=[second.reference])).content.decode()
     assert first.reference in page and "advisory" in page
+
+
+def test_one_time_format_local_24_hour_with_zone(settings):
+    settings.TIME_ZONE = "Europe/London"
+    winter = datetime(2026, 12, 1, 14, 12, tzinfo=UTC)
+    summer = datetime(2026, 7, 1, 14, 12, tzinfo=UTC)
+    assert timefmt.local(winter) == "1 Dec 2026, 14:12 GMT"
+    assert timefmt.local(summer) == "1 Jul 2026, 15:12 BST"
+    assert timefmt.local(summer, date=False) == "15:12 BST"
+    assert timefmt.local(winter, seconds=True) == "1 Dec 2026, 14:12:00 GMT"
+    assert timefmt.local("2026-12-01T14:12:00+00:00") == "1 Dec 2026, 14:12 GMT"
+    assert timefmt.local(None) == ""

@@ -1,4 +1,5 @@
-"""Fixtures for the sandbox's own tests: each test gets a fresh sandbox process."""
+"""Fixtures for the sandbox's own tests: one sandbox process per test module, reset (no
+records, faults, counts or changed capabilities) before each test."""
 
 import functools
 
@@ -9,12 +10,21 @@ from harness.sandbox_process import SandboxProcess
 from tests.conftest import wait_for_condition
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    """A running sandbox on a free port, with a fresh data file; stopped after the test."""
+@pytest.fixture(scope="module")
+def sandbox_process(tmp_path_factory):
     with SandboxProcess() as process:
-        process.start(tmp_path / "sandbox.sqlite3")
+        process.start(tmp_path_factory.mktemp("sandbox") / "sandbox.sqlite3")
         yield process
+
+
+@pytest.fixture
+def sandbox(sandbox_process):
+    """A running sandbox on a free port with nothing in it: the module's process (started
+    again if a test stopped or killed it), reset."""
+    if not sandbox_process.running:
+        sandbox_process.restart()
+    sandbox_process.reset()
+    return sandbox_process
 
 
 class Api:

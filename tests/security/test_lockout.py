@@ -1,5 +1,7 @@
 """django-axes: a username is locked from one address only (no collateral lockout)."""
 
+from datetime import timedelta
+
 import pytest
 from axes.models import AccessAttempt
 from django.conf import settings
@@ -135,3 +137,14 @@ def test_a_successful_login_resets_the_failure_count(client, alice):
         attempt(client, "alice", "wrong", "10.0.0.1")
     assert attempt(client, "alice", PASSWORD, "10.0.0.1").status_code == 302
     assert client.session["_auth_user_id"] == str(alice.pk)
+
+
+def test_lock_out_page_says_the_wait_in_words():
+    from django.template.loader import render_to_string
+
+    html = render_to_string(
+        "registration/locked_out.html",
+        {"failure_limit": 5, "cooloff_timedelta": timedelta(minutes=15)},
+    )
+    assert "Try again in 15 min." in html
+    assert "hours:minutes:seconds" not in html and "0:15:00" not in html
