@@ -42,10 +42,12 @@ def _records_for(stats: dict, prefix: str) -> dict[str, int]:
 
 
 def _confirmed(prefix: str) -> int:
-    from ledger.models import Op, Operation
+    from ledger.models import Operation, OperationState
 
     return Operation.objects.filter(
-        action="crm.create_enquiry", state=Op.CONFIRMED, enquiry__reference__startswith=prefix + "-"
+        action="crm.create_enquiry",
+        state=OperationState.CONFIRMED,
+        enquiry__reference__startswith=prefix + "-",
     ).count()
 
 
@@ -56,10 +58,11 @@ def _in_flight() -> bool:
     their enquiries' references (a join, 20 times a second) was a third of PostgreSQL's
     statement time in this section and was charged to ``postgres`` in ``cpu_ms_per_op``
     (docs/benchmarks.md, issue 29): the bench's cost, not Handover's."""
-    from ledger.models import Op, Operation
+    from ledger.models import Operation, OperationState
 
     return Operation.objects.filter(
-        action="crm.create_enquiry", state__in=(Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN)
+        action="crm.create_enquiry",
+        state__in=(OperationState.APPROVED, OperationState.SUBMITTED, OperationState.UNKNOWN),
     ).exists()
 
 

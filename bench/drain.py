@@ -225,7 +225,7 @@ def _approve_on_schedule(rows, offered: float, reviewer, approvers: int):
 
 def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None = None) -> dict:
 
-    from ledger.models import Op, Operation
+    from ledger.models import Operation, OperationState
 
     sandbox_port, sandbox_url, sandbox_file, reviewer, env = _setup(
         db_url, args, log_dir, "latency"
@@ -252,9 +252,9 @@ def measure_latency(db_url: str, args, log_dir, *, capacity_per_s: float | None 
             lambda: _confirmed("L") >= count, timeout=timeout, interval=0.2, what="latency run"
         )
     confirmed_at = dict(
-        Operation.objects.filter(pk__in=list(approved_at), state=Op.CONFIRMED).values_list(
-            "pk", "state_changed_at"
-        )
+        Operation.objects.filter(
+            pk__in=list(approved_at), state=OperationState.CONFIRMED
+        ).values_list("pk", "state_changed_at")
     )
     latencies = [
         (confirmed_at[pk] - at).total_seconds() * 1000 for pk, (_, at) in approved_at.items()

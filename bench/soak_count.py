@@ -14,12 +14,12 @@ class Accounting:
     def busy_operations(self):
         from django.db.models import Q
 
-        from ledger.models import Op, Operation
+        from ledger.models import Operation, OperationState
 
         return Operation.objects.filter(enquiry__source=SOURCE).filter(
-            Q(state=Op.APPROVED, held=False)
-            | Q(state=Op.SUBMITTED)
-            | Q(state=Op.UNKNOWN, attention="")
+            Q(state=OperationState.APPROVED, held=False)
+            | Q(state=OperationState.SUBMITTED)
+            | Q(state=OperationState.UNKNOWN, attention="")
         )
 
     def wait_for_quiescence(self, timeout: float) -> bool:
@@ -43,15 +43,17 @@ class Accounting:
     def count_reads(self, owned, invisible) -> dict:
         """Every appointment read confirmed (with an as-of), or failed and owned in the queue;
         the calendar holding exactly its seeded events (a read never writes)."""
-        from ledger.models import Op, Operation
+        from ledger.models import Operation, OperationState
 
         reads = Operation.objects.filter(enquiry__source=SOURCE, action="appointments.read")
         states = {}
         for op in reads.select_related("enquiry"):
             states[op.state] = states.get(op.state, 0) + 1
-            if op.state == Op.CONFIRMED and not op.result.get("as_of"):
+            if op.state == OperationState.CONFIRMED and not op.result.get("as_of"):
                 invisible.append(f"{op.enquiry.reference}: a read confirmed without an as-of")
-            elif op.state in (Op.FAILED, Op.UNKNOWN) and not owned("operation", op.pk):
+            elif op.state in (OperationState.FAILED, OperationState.UNKNOWN) and not owned(
+                "operation", op.pk
+            ):
                 invisible.append(f"{op.enquiry.reference}: read {op.state} with no owner")
         held = self.calendar.records()
         if held != self.calendar_events:
@@ -64,7 +66,7 @@ class Accounting:
 
     def count(self, seconds: float, quiet: bool) -> dict:
         from intake.models import Enquiry, IntakeEvent
-        from ledger.models import Op, Operation
+        from ledger.models import Operation, OperationState
         from recovery.queue import all_rows
 
         stats = self.sandbox.stats()
@@ -99,21 +101,21 @@ class Accounting:
         visible, invisible = [], []
         crm_ops = Operation.objects.filter(
             enquiry__source=SOURCE, action="crm.create_enquiry"
-        ).exclude(state__in=[Op.PROPOSED, Op.CANCELLED])
+        ).exclude(state__in=[OperationState.PROPOSED, OperationState.CANCELLED])
         approved_enquiries = set()
         for op in crm_ops.select_related("enquiry"):
             enquiry = op.enquiry
             approved_enquiries.add(enquiry.pk)
             records = by_reference.get(enquiry.reference, 0)
-            if op.state == Op.CONFIRMED and records == 1:
+            if op.state == OperationState.CONFIRMED and records == 1:
                 continue
-            if op.state == Op.CONFIRMED and records == 0:
+            if op.state == OperationState.CONFIRMED and records == 0:
                 lost.append(f"{enquiry.reference}: confirmed but no destination record")
             elif owned("operation", op.pk) or owned("enquiry", enquiry.reference):
                 visible.append(f"{enquiry.reference}: {op.state} {op.attention}")
             elif records > 1:
                 pass  # counted as duplicate_records below
-            elif op.state in (Op.FAILED, Op.UNKNOWN):
+            elif op.state in (OperationState.FAILED, OperationState.UNKNOWN):
                 invisible.append(f"{enquiry.reference}: {op.state} in the queue without owner")
             else:
                 invisible.append(f"{enquiry.reference}: {op.state} {op.attention}")
@@ -170,7 +172,7 @@ class Accounting:
                 "stored_events": len(events),
                 "refused_deliveries": self.refused[:20],
                 "approved_enquiries": len(approved_enquiries),
-                "confirmed_crm_writes": crm_ops.filter(state=Op.CONFIRMED).count(),
+                "confirmed_crm_writes": crm_ops.filter(state=OperationState.CONFIRMED).count(),
                 "faults_armed": self.faults_armed,
                 "fault_loop_turns": self.fault_loop_turns,
                 "fault_errors": self.fault_errors[:5],
@@ -194,7 +196,7 @@ class Accounting:
         from django.db.models import Count
 
         from intake.models import Document
-        from ledger.models import Op, Operation
+        from ledger.models import Operation, OperationState
 
         lost, invisible, read, visible = [], [], 0, 0
         documents = Document.objects.filter(enquiry__source=SOURCE).select_related("enquiry")
@@ -220,7 +222,7 @@ class Accounting:
                 invisible.append(f"{name}: {document.status}, reads {states}")
         duplicated = (
             Operation.objects.filter(
-                enquiry__source=SOURCE, action="documents.extract", state=Op.CONFIRMED
+                enquiry__source=SOURCE, action="documents.extract", state=OperationState.CONFIRMED
             )
             .values("enquiry", "revision", "payload__document_id")
             .annotate(n=Count("id"))

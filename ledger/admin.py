@@ -9,8 +9,7 @@ from django.contrib import admin
 from django.db import transaction
 
 from config.destinations import shown, validate_address
-from ledger import journal
-from ledger import messages as said
+from ledger import journal, messages
 from ledger.models import Integration
 from ledger.rates import RateFormField
 from ledger.services.integrations import token_must_be_retyped
@@ -46,7 +45,7 @@ class IntegrationAdminForm(forms.ModelForm):
         data = super().clean()
         typed = data.get("token")
         if data.get("remove_token") and typed:
-            self.add_error("token", said.TOKEN_TYPED_AND_REMOVED)
+            self.add_error("token", messages.TOKEN_TYPED_AND_REMOVED)
         answer = {"token": typed or ""} if typed or data.get("remove_token") else {}
         # Before _post_clean, the instance is still the row as stored.
         if (
@@ -54,7 +53,7 @@ class IntegrationAdminForm(forms.ModelForm):
             and "base_url" in data  # an address refused by the rule is said on its own
             and token_must_be_retyped(self.instance, {"base_url": data["base_url"], **answer})
         ):
-            self.add_error("token", said.TOKEN_AGAIN_FOR_NEW_ADDRESS)
+            self.add_error("token", messages.TOKEN_AGAIN_FOR_NEW_ADDRESS)
         return data
 
     def _post_clean(self):

@@ -25,7 +25,7 @@ from django.db import transaction
 from intake.workflow import system_actor
 from ledger import journal
 from ledger.execution import lock_operation
-from ledger.models import Action, Op, Operation
+from ledger.models import Action, Operation, OperationState
 
 logger = logging.getLogger("ledger.delivery")
 
@@ -65,20 +65,23 @@ def record_report(*, message_id, event, provider, description="", mta_response="
     }
     with transaction.atomic(), journal.deferred():
         _enquiry, op = lock_operation(found)
-        if event in NOT_DELIVERED and op.state in (Op.CONFIRMED, Op.UNKNOWN):
+        if event in NOT_DELIVERED and op.state in (
+            OperationState.CONFIRMED,
+            OperationState.UNKNOWN,
+        ):
             reason = f"{provider} reports the message {event}: {said}".strip(": ")
             op.result = {**op.result, "delivery": "failed", "delivery_report": evidence}
             op.next_attempt_at = None
-            if op.state == Op.CONFIRMED:
+            if op.state == OperationState.CONFIRMED:
                 op.bounce(actor=ACTOR, reason=reason[:1000], evidence=evidence)
             else:
                 op.attention = "delivery_failed"
                 op.fail(actor=ACTOR, reason=reason[:1000], evidence=evidence)
             op.save()
             return "failed to deliver"
-        if event == DELIVERED and op.state in (Op.CONFIRMED, Op.UNKNOWN):
+        if event == DELIVERED and op.state in (OperationState.CONFIRMED, OperationState.UNKNOWN):
             op.result = {**op.result, "delivery": "delivered", "delivery_report": evidence}
-            if op.state == Op.UNKNOWN:
+            if op.state == OperationState.UNKNOWN:
                 op.external_id = op.external_id or message_id
                 op.confirm(
                     actor=ACTOR, reason=f"{provider} reports it delivered", evidence=evidence

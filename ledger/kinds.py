@@ -20,8 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from config.destinations import shown
-from ledger import messages as said
-from ledger import smtp
+from ledger import messages, smtp
 from ledger.connectors.appointments import AppointmentsConnector
 from ledger.connectors.base import Connector, ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import (
@@ -98,17 +97,17 @@ class Kind:
         """What the row must hold for this kind, as field -> message (Integration.clean)."""
         errors = {}
         if not self.serves(integration.name):
-            served = ", ".join(sorted(self.connectors)) or said.SERVES_NOTHING
-            errors["kind"] = said.KIND_CANNOT_SERVE % {
+            served = ", ".join(sorted(self.connectors)) or messages.SERVES_NOTHING
+            errors["kind"] = messages.KIND_CANNOT_SERVE % {
                 "kind": self.label,
                 "integration": integration.get_name_display(),
                 "served": served,
             }
         if self.needs_token and not (integration.token or "").strip():
-            errors["token"] = said.KIND_NEEDS_TOKEN % {"kind": self.label}
+            errors["token"] = messages.KIND_NEEDS_TOKEN % {"kind": self.label}
         scheme = (integration.base_url or "").partition("://")[0].lower()
         if integration.base_url and scheme not in self.schemes:
-            errors["base_url"] = said.KIND_WRONG_SCHEME % {
+            errors["base_url"] = messages.KIND_WRONG_SCHEME % {
                 "kind": self.label,
                 "schemes": ", ".join(f"{s}://" for s in self.schemes),
             }
@@ -391,7 +390,7 @@ class CalDavKind(Kind):
         errors = super().validate(integration)
         token = integration.token or ""
         if token and ":" not in token:
-            errors.setdefault("token", said.CALDAV_TOKEN_SHAPE)
+            errors.setdefault("token", messages.CALDAV_TOKEN_SHAPE)
         return errors
 
     def check_destination(self, integration, connector):

@@ -39,7 +39,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ledger import journal
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from ledger.rates import RATE_MAX, RATE_MIN
 from ledger.worker import process_is_gone, worker_name
 
@@ -457,7 +457,7 @@ def waiting(now=None) -> list[Waiting]:
         return []
     counts = dict(
         Operation.objects.filter(
-            integration__in=rows, state=Op.APPROVED, held=False, next_attempt_at__gt=now
+            integration__in=rows, state=OperationState.APPROVED, held=False, next_attempt_at__gt=now
         )
         .values_list("integration")
         .annotate(n=Count("pk"))

@@ -12,7 +12,7 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 from config.destinations import validate_address
 from intake.models import Enquiry
 from intake.workflow import SYSTEM
-from ledger import messages as said
+from ledger import messages
 from ledger.rates import checked_rate
 
 
@@ -323,21 +323,21 @@ class Integration(models.Model):
         cluster_timeout = settings.Q_CLUSTER.get("timeout")
         retry = settings.Q_CLUSTER.get("retry")
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
-            errors["timeout_seconds"] = said.TIMEOUT_NOT_POSITIVE
+            errors["timeout_seconds"] = messages.TIMEOUT_NOT_POSITIVE
         elif (
             cluster_timeout is not None
             and self.timeout_seconds is not None
             and self.timeout_seconds >= cluster_timeout
         ):
-            errors["timeout_seconds"] = said.TIMEOUT_NOT_UNDER_CLUSTER % {
+            errors["timeout_seconds"] = messages.TIMEOUT_NOT_UNDER_CLUSTER % {
                 "timeout": cluster_timeout
             }
         if self.max_age_seconds is not None and not (
             MAX_AGE_BOUNDS[0] <= self.max_age_seconds <= MAX_AGE_BOUNDS[1]
         ):
-            errors["max_age_seconds"] = said.MAX_AGE_OUT_OF_BOUNDS
+            errors["max_age_seconds"] = messages.MAX_AGE_OUT_OF_BOUNDS
         if cluster_timeout is not None and retry is not None and cluster_timeout >= retry:
-            errors["__all__"] = said.CLUSTER_TIMEOUT_NOT_UNDER_RETRY % {
+            errors["__all__"] = messages.CLUSTER_TIMEOUT_NOT_UNDER_RETRY % {
                 "timeout": cluster_timeout,
                 "retry": retry,
             }
@@ -419,8 +419,7 @@ class OperationState(models.TextChoices):
     UNKNOWN = "unknown"
 
 
-Op = OperationState
-UNRESOLVED_OPERATION_STATES = [Op.FAILED, Op.UNKNOWN]
+UNRESOLVED_OPERATION_STATES = [OperationState.FAILED, OperationState.UNKNOWN]
 
 
 def payload_hash(payload) -> str:
@@ -449,7 +448,7 @@ def never_received(op) -> bool:
     before it was accepted (transient): nothing reached it. From the row's own columns, so a
     queue page decides it for every row without a query."""
     return (
-        op.state == Op.FAILED
+        op.state == OperationState.FAILED
         and op.attention == "retry_budget_exhausted"
         and op.last_error_class == "transient"
     )
@@ -500,7 +499,9 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     integration = models.ForeignKey(
         Integration, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    state = FSMField(default=Op.PROPOSED, choices=Op.choices, protected=True)
+    state = FSMField(
+        default=OperationState.PROPOSED, choices=OperationState.choices, protected=True
+    )
     compensates = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensations"
     )
@@ -633,8 +634,8 @@ class Operation(ConcurrentTransitionMixin, models.Model):
     # --- transitions ------------------------------------------------------------------------
     @transition(
         state,
-        source=Op.PROPOSED,
-        target=Op.APPROVED,
+        source=OperationState.PROPOSED,
+        target=OperationState.APPROVED,
         permission="intake.approve_revision",
         custom={"actors": (SYSTEM,)},
     )
@@ -642,15 +643,18 @@ class Operation(ConcurrentTransitionMixin, models.Model):
         pass
 
     @transition(
-        state, source=[Op.APPROVED, Op.UNKNOWN], target=Op.SUBMITTED, custom={"actors": (SYSTEM,)}
+        state,
+        source=[OperationState.APPROVED, OperationState.UNKNOWN],
+        target=OperationState.SUBMITTED,
+        custom={"actors": (SYSTEM,)},
     )
     def submit(self, *, actor, reason="", evidence=None):
         pass
 
     @transition(
         state,
-        source=[Op.SUBMITTED, Op.UNKNOWN, Op.FAILED],
-        target=Op.CONFIRMED,
+        source=[OperationState.SUBMITTED, OperationState.UNKNOWN, OperationState.FAILED],
+        target=OperationState.CONFIRMED,
         permission="ledger.triage_operation",
         custom={"actors": (SYSTEM,)},
     )
@@ -658,25 +662,38 @@ class Operation(ConcurrentTransitionMixin, models.Model):
         self.attention = ""
 
     @transition(
-        state, source=[Op.SUBMITTED, Op.UNKNOWN], target=Op.UNKNOWN, custom={"actors": (SYSTEM,)}
+        state,
+        source=[OperationState.SUBMITTED, OperationState.UNKNOWN],
+        target=OperationState.UNKNOWN,
+        custom={"actors": (SYSTEM,)},
     )
     def mark_unknown(self, *, actor, reason="", evidence=None):
         pass
 
-    @transition(state, source=Op.SUBMITTED, target=Op.APPROVED, custom={"actors": (SYSTEM,)})
+    @transition(
+        state,
+        source=OperationState.SUBMITTED,
+        target=OperationState.APPROVED,
+        custom={"actors": (SYSTEM,)},
+    )
     def defer(self, *, actor, reason="", evidence=None):
         """Never sent (a transient failure): back to approved until ``next_attempt_at``."""
 
     @transition(
         state,
-        source=[Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN],
-        target=Op.FAILED,
+        source=[OperationState.APPROVED, OperationState.SUBMITTED, OperationState.UNKNOWN],
+        target=OperationState.FAILED,
         custom={"actors": (SYSTEM,)},
     )
     def fail(self, *, actor, reason="", evidence=None):
         pass
 
-    @transition(state, source=Op.CONFIRMED, target=Op.FAILED, custom={"actors": (SYSTEM,)})
+    @transition(
+        state,
+        source=OperationState.CONFIRMED,
+        target=OperationState.FAILED,
+        custom={"actors": (SYSTEM,)},
+    )
     def bounce(self, *, actor, reason="", evidence=None):
         """A message the provider accepted was later reported undeliverable (a delivery
         report: ledger.delivery). Messages only: a confirmed record is never un-confirmed."""
@@ -684,8 +701,8 @@ class Operation(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         state,
-        source=[Op.FAILED, Op.UNKNOWN],
-        target=Op.APPROVED,
+        source=[OperationState.FAILED, OperationState.UNKNOWN],
+        target=OperationState.APPROVED,
         permission=_may_retry,
         custom={"actors": (SYSTEM,)},
     )
@@ -694,15 +711,20 @@ class Operation(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         state,
-        source=[Op.PROPOSED, Op.APPROVED, Op.FAILED],
-        target=Op.CANCELLED,
+        source=[OperationState.PROPOSED, OperationState.APPROVED, OperationState.FAILED],
+        target=OperationState.CANCELLED,
         permission=_may_cancel,
         custom={"actors": (SYSTEM,)},
     )
     def cancel(self, *, actor, reason="", evidence=None):
         self.attention = ""
 
-    @transition(state, source=Op.CANCELLED, target=Op.PROPOSED, custom={"actors": (SYSTEM,)})
+    @transition(
+        state,
+        source=OperationState.CANCELLED,
+        target=OperationState.PROPOSED,
+        custom={"actors": (SYSTEM,)},
+    )
     def repropose(self, *, actor, reason="", evidence=None):
         """A revision's write cancelled before anything was sent is proposed again when that
         revision is approved (ledger.services.approve_revision): its key was never used at the

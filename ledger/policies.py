@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from ledger.connectors.base import Connector
 from ledger.connectors.suggester import SuggesterConnector
-from ledger.models import Action, Integration, Op, cancel_permission, kind_of, retry_permission
+from ledger.models import (
+    Action,
+    Integration,
+    OperationState,
+    cancel_permission,
+    kind_of,
+    retry_permission,
+)
 
 READ, WRITE = "read", "write"
 
@@ -180,18 +187,18 @@ def state_allows(operation) -> list[str]:
     policy = policy_for(operation)
     state = operation.state
     actions = []
-    if state == Op.PROPOSED:
+    if state == OperationState.PROPOSED:
         # A revision's write waits for the revision's approval: nothing to do on the operation
         # (cancelling it would decide nothing either; the reviewer approves or rejects).
         if not policy.approved_by_revision:
             actions += [APPROVE, CANCEL]
-    elif state == Op.APPROVED:
+    elif state == OperationState.APPROVED:
         actions += [CANCEL]
-    elif state == Op.UNKNOWN:
+    elif state == OperationState.UNKNOWN:
         actions += [RECONCILE, COMPLETE]
         if retry_allowed_from_unknown(operation):
             actions.append(RETRY)
-    elif state == Op.FAILED:
+    elif state == OperationState.FAILED:
         if policy.manual_retry and operation.attention != "duplicate_records":
             actions.append(RETRY)
         actions.append(COMPLETE)
@@ -200,12 +207,12 @@ def state_allows(operation) -> list[str]:
         if not operation.records_observed():
             actions.append(CANCEL)
     elif (
-        state == Op.CONFIRMED
+        state == OperationState.CONFIRMED
         and policy.compensated_by
-        and not operation.compensations.exclude(state=Op.CANCELLED).exists()
+        and not operation.compensations.exclude(state=OperationState.CANCELLED).exists()
     ):
         actions.append(COMPENSATE)
-    if state not in (Op.CONFIRMED, Op.CANCELLED):
+    if state not in (OperationState.CONFIRMED, OperationState.CANCELLED):
         actions.append(REASSIGN)
     return actions
 

@@ -12,7 +12,7 @@ from intake.models import Document
 from intake.workflow import system_actor
 from ledger import journal, notices
 from ledger.integrations import ensure_integrations
-from ledger.models import Action, Integration, Op, Operation, payload_hash
+from ledger.models import Action, Integration, Operation, OperationState, payload_hash
 from ledger.policies import policy_for
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.queueing import RECONCILE as RECONCILE_TASK
@@ -69,7 +69,7 @@ def _journal_proposed(op, *, actor, reason):
         actor=actor,
         reason=reason or f"{op.action} for revision {op.revision}",
         evidence={"idempotency_key": op.idempotency_key, "payload_hash": op.payload_hash},
-        to_state=Op.PROPOSED,
+        to_state=OperationState.PROPOSED,
     )
 
 
@@ -91,7 +91,7 @@ def propose(
     op, created = Operation.objects.get_or_create(idempotency_key=key, defaults=defaults)
     if created:
         _journal_proposed(op, actor=actor, reason=reason)
-    if approve and op.state == Op.PROPOSED:
+    if approve and op.state == OperationState.PROPOSED:
         approve_proposed(op, actor=actor, reason=reason or BY_POLICY)
     return op, created
 
@@ -320,7 +320,7 @@ def supersede_revision(enquiry, new_revision, *, actor=LEDGER):
         enquiry=enquiry,
         action=Action.CREATE_ENQUIRY,
         revision__lt=number,
-        state__in=[Op.PROPOSED, Op.APPROVED, Op.FAILED],
+        state__in=[OperationState.PROPOSED, OperationState.APPROVED, OperationState.FAILED],
     )
     for op in stale:
         op.held = False
@@ -344,7 +344,7 @@ def nudge_enquiry(enquiry, *, actor=LEDGER, reason="event delivered again"):
     """A repeated delivery: reconcile stuck work now. Never restarts it, never adds work."""
     nudged = []
     now = timezone.now()
-    for op in Operation.objects.filter(enquiry=enquiry, state=Op.UNKNOWN, attention=""):
+    for op in Operation.objects.filter(enquiry=enquiry, state=OperationState.UNKNOWN, attention=""):
         if op.lease_expires_at and op.lease_expires_at > now:
             continue  # someone is looking right now
         op.next_attempt_at = None

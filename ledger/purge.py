@@ -30,12 +30,18 @@ from intake.retention import (
     scrub,
 )
 from ledger.journal import record
-from ledger.models import Attempt, ErasableReason, Op, Operation, PurgeRun
+from ledger.models import Attempt, ErasableReason, Operation, OperationState, PurgeRun
 
 ACTOR = "system:purge_personal_data"
 # An operation still being worked (a notification retried after the CRM write, say) keeps the
 # payload it was approved with until it is finished: redacting it would change what it sends.
-OPEN_OPERATION_STATES = (Op.PROPOSED, Op.APPROVED, Op.SUBMITTED, Op.FAILED, Op.UNKNOWN)
+OPEN_OPERATION_STATES = (
+    OperationState.PROPOSED,
+    OperationState.APPROVED,
+    OperationState.SUBMITTED,
+    OperationState.FAILED,
+    OperationState.UNKNOWN,
+)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import re
 from django import forms
 from django.core.exceptions import ValidationError
 
-from ledger import messages as said
+from ledger import messages
 
 # --- the rate an admin sets ----------------------------------------------------------------------
 # One rule wherever a rate is typed (the console's settings form, the Django admin, the
@@ -31,7 +31,7 @@ def parse_rate(text) -> float | None:
     if not text:
         return None
     if not _RATE_TEXT.fullmatch(text):
-        raise ValueError(str(said.RATE_NOT_A_NUMBER % {"value": text[:40]}))
+        raise ValueError(str(messages.RATE_NOT_A_NUMBER % {"value": text[:40]}))
     return checked_rate(float(text))
 
 
@@ -42,7 +42,10 @@ def checked_rate(rate) -> float | None:
     rate = float(rate)
     if not (math.isfinite(rate) and RATE_MIN <= rate <= RATE_MAX):
         raise ValueError(
-            str(said.RATE_OUT_OF_RANGE % {"value": f"{rate:g}", "min": RATE_MIN, "max": RATE_MAX})
+            str(
+                messages.RATE_OUT_OF_RANGE
+                % {"value": f"{rate:g}", "min": RATE_MIN, "max": RATE_MAX}
+            )
         )
     return rate
 

@@ -30,7 +30,7 @@ from django.utils import timezone
 from config.context import background_run
 from intake.models import Enquiry
 from ledger import execution, receipt
-from ledger.models import Attempt, Op, Operation
+from ledger.models import Attempt, Operation, OperationState
 from ledger.queueing import EXECUTE, RECEIPT, RECONCILE, enqueue, live_tasks
 from ledger.worker import process_is_gone, worker_actor
 
@@ -106,7 +106,7 @@ def sweep(*, actor=None) -> SweepReport:
                 report.receipts_failed.append(str(enquiry_id))
 
     # 1. In flight with nobody there any more.
-    in_flight = Operation.objects.filter(state=Op.SUBMITTED).values_list(
+    in_flight = Operation.objects.filter(state=OperationState.SUBMITTED).values_list(
         "pk", "lease_owner", "lease_expires_at"
     )
     for op_id, owner, expires in in_flight:
@@ -118,7 +118,7 @@ def sweep(*, actor=None) -> SweepReport:
     live = live_tasks()
 
     # 2. Unknown, still the system's to resolve, and nothing queued for it.
-    waiting = Operation.objects.filter(state=Op.UNKNOWN, attention="").filter(
+    waiting = Operation.objects.filter(state=OperationState.UNKNOWN, attention="").filter(
         Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
     )
     for op in waiting.filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)):
@@ -129,7 +129,7 @@ def sweep(*, actor=None) -> SweepReport:
 
     # 3. Approved with no live task.
     approved = (
-        Operation.objects.filter(state=Op.APPROVED, held=False)
+        Operation.objects.filter(state=OperationState.APPROVED, held=False)
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
         .select_related("integration")
     )
@@ -138,7 +138,7 @@ def sweep(*, actor=None) -> SweepReport:
             with transaction.atomic():
                 locked = (
                     Operation.objects.select_for_update(skip_locked=True)
-                    .filter(pk=op.pk, state=Op.APPROVED, held=False)
+                    .filter(pk=op.pk, state=OperationState.APPROVED, held=False)
                     .first()
                 )
                 if locked is not None:
@@ -158,7 +158,9 @@ def sweep(*, actor=None) -> SweepReport:
 def _mark_lost(op_id, owner, actor) -> bool:
     now = timezone.now()
     with transaction.atomic():
-        enquiry, op = execution.lock_operation(op_id, skip_locked=True, state=Op.SUBMITTED)
+        enquiry, op = execution.lock_operation(
+            op_id, skip_locked=True, state=OperationState.SUBMITTED
+        )
         if op is None or op.lease_owner != owner:
             return False
         if op.lease_expires_at and op.lease_expires_at >= now and not process_is_gone(owner):

@@ -15,7 +15,7 @@ from decimal import Decimal, InvalidOperation
 from django import forms
 from django.core.exceptions import ValidationError
 
-from recovery import messages as said
+from recovery import messages
 
 UNITS = {
     "d": 86400,
@@ -56,12 +56,12 @@ def parse_duration(text: str) -> timedelta:
     else, whatever the text."""
     text = (text or "").strip()
     if not text:
-        raise NotADuration(said.DURATION_EXPECTED % {"examples": EXAMPLES})
+        raise NotADuration(messages.DURATION_EXPECTED % {"examples": EXAMPLES})
     shown = text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
     if len(text) > MAX_TEXT:
-        raise NotADuration(said.DURATION_TOO_LONG % {"text": shown, "examples": EXAMPLES})
+        raise NotADuration(messages.DURATION_TOO_LONG % {"text": shown, "examples": EXAMPLES})
     if re.fullmatch(r"[0-9]+(?:[.,][0-9]+)?", text):
-        raise NotADuration(said.DURATION_NEEDS_UNIT % {"text": shown, "examples": EXAMPLES})
+        raise NotADuration(messages.DURATION_NEEDS_UNIT % {"text": shown, "examples": EXAMPLES})
     seconds = Decimal(0)
     position, seen = 0, set()
     for match in _PART.finditer(text):
@@ -71,10 +71,10 @@ def parse_duration(text: str) -> timedelta:
         factor = UNITS.get(unit.lower())
         if factor is None:
             raise NotADuration(
-                said.DURATION_UNKNOWN_UNIT % {"unit": unit, "text": shown, "examples": EXAMPLES}
+                messages.DURATION_UNKNOWN_UNIT % {"unit": unit, "text": shown, "examples": EXAMPLES}
             )
         if factor in seen:
-            raise NotADuration(said.DURATION_UNIT_TWICE % {"text": shown})
+            raise NotADuration(messages.DURATION_UNIT_TWICE % {"text": shown})
         seen.add(factor)
         try:
             seconds += Decimal(number.replace(",", ".")) * factor
@@ -82,9 +82,9 @@ def parse_duration(text: str) -> timedelta:
             break
         position = match.end()
     if position != len(text) or not seen:
-        raise NotADuration(said.DURATION_UNREADABLE % {"text": shown, "examples": EXAMPLES})
+        raise NotADuration(messages.DURATION_UNREADABLE % {"text": shown, "examples": EXAMPLES})
     if seconds > 366 * 86400:
-        raise NotADuration(said.DURATION_OVER_A_YEAR % {"text": shown})
+        raise NotADuration(messages.DURATION_OVER_A_YEAR % {"text": shown})
     return timedelta(seconds=float(seconds))
 
 
@@ -157,11 +157,11 @@ class DurationField(forms.Field):
             return
         if self.minimum is not None and value < self.minimum:
             raise ValidationError(
-                said.AT_LEAST % {"duration": format_duration(self.minimum)}, code="min_value"
+                messages.AT_LEAST % {"duration": format_duration(self.minimum)}, code="min_value"
             )
         if self.maximum is not None and value > self.maximum:
             raise ValidationError(
-                said.AT_MOST % {"duration": format_duration(self.maximum)}, code="max_value"
+                messages.AT_MOST % {"duration": format_duration(self.maximum)}, code="max_value"
             )
 
 

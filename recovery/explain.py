@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from intake.models import EnquiryState as S
-from ledger.models import Action, Op
+from ledger.models import Action, OperationState
 from ledger.policies import connector_for
 from recovery import timefmt
 from recovery.words import ATTENTION, action_label, in_sentence, outcome_label
@@ -118,24 +118,24 @@ def external_change(op) -> str:
     status = f" (HTTP {attempt.response_status})" if attempt and attempt.response_status else ""
     calls = sum(1 for a in op.attempts.all() if a.kind == "call")
     seen = op.records_observed()
-    if op.state != Op.CONFIRMED and len(seen) > 1:
+    if op.state != OperationState.CONFIRMED and len(seen) > 1:
         return (
             f"Yes, more than once: {system} holds {len(seen)} records for reference "
             f"{op.payload.get('reference') or op.reference}: {', '.join(seen)}"
             f"{seen_at(last_lookup(op))}."
         )
     unanswered = op.unanswered_calls()
-    if op.state == Op.CANCELLED and unanswered and not seen:
+    if op.state == OperationState.CANCELLED and unanswered and not seen:
         return (
             f"Maybe. Cancelled here, but a request to {system} got no answer, so {system} may "
             f"hold a record for {op.payload.get('reference') or op.reference}: "
             "cancelling here undid nothing there."
         )
-    if op.state == Op.CONFIRMED:
+    if op.state == OperationState.CONFIRMED:
         ref = f" {op.external_id}" if op.external_id else ""
         what = in_sentence(action_label(op.action))
         return f"Yes. {sentence(system)} holds record{ref} for this enquiry ({what})."
-    if op.state == Op.UNKNOWN:
+    if op.state == OperationState.UNKNOWN:
         sent = when(attempt.started_at) if attempt else "an unknown time"
         text = (
             f"Maybe. The request to {system} was sent at {sent} and no answer came back: "
@@ -154,7 +154,7 @@ def external_change(op) -> str:
                 "Handover's reference on it, so a look-up cannot confirm it."
             )
         return text
-    if op.state == Op.FAILED:
+    if op.state == OperationState.FAILED:
         kind = _failure_kind(op)
         if kind == "duplicate":
             return f"Yes, more than once: {system} holds more than one record for this reference."
@@ -175,9 +175,9 @@ def external_change(op) -> str:
             )
         attempts = f" on {calls} attempt{'s' if calls != 1 else ''}" if calls else ""
         return f"No. {sentence(system)} did not accept the request{status}{attempts}."
-    if op.state == Op.SUBMITTED:
+    if op.state == OperationState.SUBMITTED:
         return f"In flight: a worker is calling {system} now (since {when(op.state_changed_at)})."
-    if op.state == Op.CANCELLED:
+    if op.state == OperationState.CANCELLED:
         if calls:
             tries = f"{calls} attempt{'s' if calls != 1 else ''}"
             return f"No. Cancelled after {tries} that {system} did not accept{status}."
@@ -219,9 +219,9 @@ def duplicate_advice(op) -> str:
 def safe_now(op) -> str:
     system = system_name(op)
     kind = _failure_kind(op)
-    if op.state == Op.UNKNOWN and kind == "duplicate":
+    if op.state == OperationState.UNKNOWN and kind == "duplicate":
         return duplicate_advice(op)
-    if op.state == Op.UNKNOWN:
+    if op.state == OperationState.UNKNOWN:
         if op.attention == "reference_not_stored":
             made = op.result.get("unconfirmed_external_id") or "the record it named"
             return (
@@ -251,7 +251,7 @@ def safe_now(op) -> str:
             f"{_not_found_consequence(op)} Do not retry first: a blind retry could create a "
             "second record."
         )
-    if op.state == Op.FAILED:
+    if op.state == OperationState.FAILED:
         if kind == "duplicate":
             return duplicate_advice(op)
         if kind == "invalid":
@@ -280,16 +280,16 @@ def safe_now(op) -> str:
             f"Retry: {system} never accepted the request, so a retry with the same idempotency "
             "key cannot duplicate it. If it is down for everyone, pause the integration first."
         )
-    if op.state == Op.CONFIRMED:
+    if op.state == OperationState.CONFIRMED:
         return "Nothing is needed. If it should not have happened, propose a compensation."
-    if op.state == Op.SUBMITTED:
+    if op.state == OperationState.SUBMITTED:
         return "Wait: the worker's answer decides. If it stays here, the sweeper reconciles it."
-    if op.state == Op.PROPOSED and _approved_by_revision(op):
+    if op.state == OperationState.PROPOSED and _approved_by_revision(op):
         return (
             f"Nothing on the operation: it runs once a reviewer approves revision {op.revision} "
             "of the enquiry (Approve revision), and not before."
         )
-    if op.state in (Op.PROPOSED, Op.APPROVED):
+    if op.state in (OperationState.PROPOSED, OperationState.APPROVED):
         return "Nothing yet: it runs when approved and when its integration is not paused."
     return "Nothing: this operation is finished."
 
@@ -360,11 +360,11 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
             steps.append(Step(label, "waiting"))
             continue
         status = {
-            Op.CONFIRMED: "done",
-            Op.UNKNOWN: "uncertain",
-            Op.FAILED: "failed",
-            Op.SUBMITTED: "current",
-            Op.CANCELLED: "skipped",
+            OperationState.CONFIRMED: "done",
+            OperationState.UNKNOWN: "uncertain",
+            OperationState.FAILED: "failed",
+            OperationState.SUBMITTED: "current",
+            OperationState.CANCELLED: "skipped",
         }.get(op.state, "waiting")
         detail = op.get_state_display()
         if op.external_id:
@@ -392,9 +392,11 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
 
     safe = []
     for op in ops:
-        if op.state in (Op.UNKNOWN, Op.FAILED, Op.SUBMITTED) or (
-            op.state == Op.CONFIRMED and op.action == Action.CREATE_ENQUIRY
-        ):
+        if op.state in (
+            OperationState.UNKNOWN,
+            OperationState.FAILED,
+            OperationState.SUBMITTED,
+        ) or (op.state == OperationState.CONFIRMED and op.action == Action.CREATE_ENQUIRY):
             safe.append(f"{action_label(op.action)}: {safe_now(op)}")
     if enquiry.receipt_pending and enquiry.receipt_failures:
         safe.insert(
@@ -443,10 +445,10 @@ RUNBOOKS = {
 def runbook_for_operation(op) -> str | None:
     """The one runbook for the situation the operation is in now; None when nothing is wrong
     (proposed, approved, in flight, confirmed, cancelled)."""
-    if op.state not in (Op.UNKNOWN, Op.FAILED):
+    if op.state not in (OperationState.UNKNOWN, OperationState.FAILED):
         if op.held:
             return "pause-procedure"
-        if op.state == Op.APPROVED and _failure_kind(op) == "throttled":
+        if op.state == OperationState.APPROVED and _failure_kind(op) == "throttled":
             return "throttled"  # asked to wait, not failed (ledger.limits)
         return None
     kind = _failure_kind(op)
@@ -460,11 +462,11 @@ def runbook_for_operation(op) -> str | None:
         return "document-access"
     if op.attention == "smtp_no_reply":
         return "email-no-reply"
-    if op.action == Action.SEND_NOTICE and op.state == Op.FAILED:
+    if op.action == Action.SEND_NOTICE and op.state == OperationState.FAILED:
         return "notification-failed"
-    if op.state == Op.UNKNOWN and kind == "duplicate":
+    if op.state == OperationState.UNKNOWN and kind == "duplicate":
         return "duplicate-records"
-    if op.state == Op.UNKNOWN:
+    if op.state == OperationState.UNKNOWN:
         return "reconciliation-queue" if kind == "lookup" else "unknown-outcome"
     return {
         "lookup": "reconciliation-queue",
@@ -483,7 +485,10 @@ def runbook_for_enquiry(enquiry, operations=()) -> str | None:
         return "receipt-pending"
     if enquiry.state in (S.SUBMISSION_UNKNOWN, S.SUBMITTED, S.APPROVED):
         for op in reversed(list(operations)):
-            if op.action == Action.CREATE_ENQUIRY and op.state in (Op.UNKNOWN, Op.FAILED):
+            if op.action == Action.CREATE_ENQUIRY and op.state in (
+                OperationState.UNKNOWN,
+                OperationState.FAILED,
+            ):
                 return runbook_for_operation(op)
         return "unknown-outcome" if enquiry.state == S.SUBMISSION_UNKNOWN else None
     if enquiry.state == S.READY_FOR_REVIEW and enquiry.category_id is None:
@@ -556,7 +561,7 @@ def lookup_possible_now(op) -> bool:
     be now: the evidence is old, and a look-up would settle it."""
     integration = op.integration
     return (
-        op.state == Op.UNKNOWN
+        op.state == OperationState.UNKNOWN
         and op.attention == "lookup_unavailable"
         and integration is not None
         and integration.capabilities.lookup
@@ -637,9 +642,9 @@ def reconcile_status(op, journal) -> ReconcileStatus | None:
                 f"{at}: sent again with the same idempotency key: "
                 f"{outcome_label(attempt.outcome)}{status}"
             )
-    pending = (op.state == Op.UNKNOWN and not op.attention) or op.state in (
-        Op.APPROVED,
-        Op.SUBMITTED,
+    pending = (op.state == OperationState.UNKNOWN and not op.attention) or op.state in (
+        OperationState.APPROVED,
+        OperationState.SUBMITTED,
     )
     return ReconcileStatus(
         requested_at=request.at,

@@ -13,7 +13,7 @@ from intake.visible import has_visible_text
 from intake.workflow import REASON_REQUIRED
 from ledger.models import Integration
 from ledger.rates import RateFormField
-from recovery import messages as said
+from recovery import messages
 from recovery.durations import SecondsField
 
 ROLE_GROUPS = ("coordinator", "reviewer", "admin")
@@ -35,7 +35,7 @@ class ReasonField(forms.CharField):
     def validate(self, value):
         super().validate(value)
         if value and not has_visible_text(value):
-            raise forms.ValidationError(said.REASON_INVISIBLE, code="invisible")
+            raise forms.ValidationError(messages.REASON_INVISIBLE, code="invisible")
 
 
 class ReasonForm(forms.Form):
@@ -59,8 +59,8 @@ class BulkForm(ReasonForm):
         choices=ACTIONS,
         label="Action",
         error_messages={
-            "required": said.BULK_ACTION_REQUIRED,
-            "invalid_choice": said.BULK_ACTION_NOT_FOR_MANY,
+            "required": messages.BULK_ACTION_REQUIRED,
+            "invalid_choice": messages.BULK_ACTION_NOT_FOR_MANY,
         },
     )
     item = forms.CharField(required=False, label="Items")  # read from getlist() in clean()
@@ -81,7 +81,7 @@ class BulkForm(ReasonForm):
             return None
         key = GroupKey.parse(raw)
         if key is None:
-            raise forms.ValidationError(said.UNKNOWN_GROUP)
+            raise forms.ValidationError(messages.UNKNOWN_GROUP)
         return key
 
     def clean(self):
@@ -99,13 +99,13 @@ class BulkForm(ReasonForm):
             else:
                 unknown.append(value)
         if unknown:
-            raise forms.ValidationError(said.NOT_A_QUEUE_ITEM % {"item": unknown[0][:60]})
+            raise forms.ValidationError(messages.NOT_A_QUEUE_ITEM % {"item": unknown[0][:60]})
         if len(operations) + len(enquiries) > 500:
-            raise forms.ValidationError(said.TOO_MANY_ITEMS)
+            raise forms.ValidationError(messages.TOO_MANY_ITEMS)
         cleaned["operations"], cleaned["enquiries"] = operations, enquiries
         nothing = not operations and not enquiries and not cleaned.get("group")
         if nothing and "group" not in self.errors:
-            raise forms.ValidationError(said.NOTHING_SELECTED)
+            raise forms.ValidationError(messages.NOTHING_SELECTED)
         return cleaned
 
 
@@ -114,7 +114,7 @@ class CompleteByHandForm(ReasonForm):
         max_length=200,
         strip=True,
         label="Reference at the destination",
-        error_messages={"required": said.EXTERNAL_ID_REQUIRED},
+        error_messages={"required": messages.EXTERNAL_ID_REQUIRED},
     )
 
 
@@ -173,7 +173,9 @@ class EditForm(ReasonForm):
 class DocumentCorrectionForm(ReasonForm):
     """A reviewer's value for one field read from a document (intake.documents)."""
 
-    field = forms.ChoiceField(label="Field", error_messages={"invalid_choice": said.NO_SUCH_FIELD})
+    field = forms.ChoiceField(
+        label="Field", error_messages={"invalid_choice": messages.NO_SUCH_FIELD}
+    )
     value = forms.CharField(label="Correct value", max_length=2000, required=False)
 
     def __init__(self, *args, document=None, **kwargs):
@@ -192,8 +194,8 @@ class ReleaseForm(ReasonForm):
     operations = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple,
         error_messages={
-            "required": said.RELEASE_NOTHING_CHOSEN,
-            "invalid_choice": said.RELEASE_NO_LONGER_HELD,
+            "required": messages.RELEASE_NOTHING_CHOSEN,
+            "invalid_choice": messages.RELEASE_NO_LONGER_HELD,
         },
     )
     confirmed = forms.BooleanField(required=False, widget=forms.HiddenInput)
@@ -290,7 +292,7 @@ class IntegrationForm(forms.ModelForm):
                     minimum=minimum,
                     maximum=maximum,
                     error_messages={
-                        "required": said.DURATION_REQUIRED % {"field": old.label.lower()}
+                        "required": messages.DURATION_REQUIRED % {"field": old.label.lower()}
                     },
                 )
         if self.instance.name != Integration.APPOINTMENTS:
@@ -310,7 +312,7 @@ class IntegrationForm(forms.ModelForm):
         rate = self.initial.get("max_requests_per_second")
         if isinstance(rate, float) and rate.is_integer():
             self.initial["max_requests_per_second"] = int(rate)  # 20 as typed, not 20.0
-        for name, message in said.NUMBER_RANGES.items():
+        for name, message in messages.NUMBER_RANGES.items():
             if name in self.fields:
                 for code in ("min_value", "max_value", "invalid"):
                     self.fields[name].error_messages[code] = message
@@ -325,7 +327,7 @@ class IntegrationForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if self.cleaned_data.get("remove_token") and self.cleaned_data.get("token"):
-            self.add_error("token", said.TOKEN_TYPED_AND_REMOVED)
+            self.add_error("token", messages.TOKEN_TYPED_AND_REMOVED)
         return data
 
     def _post_clean(self):

@@ -2,7 +2,7 @@
 
 "Measure the queue, not only the model": duplicate actions (attempted, prevented), unresolved
 submissions, the oldest queue item, manual recovery time, completed enquiries. Classification
-quality is kept apart, so a good model score cannot hide stranded work.
+quality is kept apart, so a good model score cannot hide stranded queue.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from intake.models import Enquiry, EnquiryState, EventConflict, IntakeEvent, Suggestion
-from ledger.models import JournalEntry, Op, Operation
-from recovery import queue as work
+from ledger.models import JournalEntry, Operation, OperationState
+from recovery import queue
 from recovery.models import Queue, QueueVisit, ResponsePolicy
 from recovery.words import CUSTOMER_AFFECTING_ACTIONS
 
@@ -86,7 +86,7 @@ class Figures:
 
 def queue_summary(now):
     """Totals, overdue, oldest and age buckets of the whole queue in one query over the union."""
-    sql, params = work.whole(now)
+    sql, params = queue.whole(now)
     cases, bucket_params, lower = [], [], None
     for _label, upper in AGE_BUCKETS:
         conditions = []
@@ -119,7 +119,11 @@ def duplicates():
         # would have made a second record was never sent.
         reconciled=Count(
             "pk",
-            filter=Q(from_state=Op.UNKNOWN, to_state=Op.CONFIRMED, actor_user__isnull=True),
+            filter=Q(
+                from_state=OperationState.UNKNOWN,
+                to_state=OperationState.CONFIRMED,
+                actor_user__isnull=True,
+            ),
         ),
     )
     # Operations whose look-up found more than one record: journalled when found, or waiting
@@ -149,7 +153,7 @@ def manual_recovery(now):
         JournalEntry.objects.filter(
             subject_type=OP,
             subject_id=OuterRef("subject_id"),
-            to_state__in=[Op.UNKNOWN, Op.FAILED],
+            to_state__in=[OperationState.UNKNOWN, OperationState.FAILED],
             at__lte=OuterRef("at"),
         )
         .order_by("-at")
@@ -160,7 +164,7 @@ def manual_recovery(now):
             subject_type=OP,
             actor_user__isnull=False,
             at__gte=now - RECOVERY_WINDOW,
-            from_state__in=[Op.UNKNOWN, Op.FAILED],
+            from_state__in=[OperationState.UNKNOWN, OperationState.FAILED],
         )
         .annotate(entered=entered)
         .exclude(entered__isnull=True)
@@ -188,8 +192,8 @@ def manual_recovery(now):
 
 # The queues whose items a person resolves, by the journal's subject and the state they wait in.
 RECOVERY_QUEUES = [
-    (OP, Op.UNKNOWN, Queue.UNKNOWN),
-    (OP, Op.FAILED, Queue.FAILED),
+    (OP, OperationState.UNKNOWN, Queue.UNKNOWN),
+    (OP, OperationState.FAILED, Queue.FAILED),
     ("intake.enquiry", EnquiryState.NEEDS_INFORMATION, Queue.NEEDS_INFORMATION),
     ("intake.enquiry", EnquiryState.SUBMISSION_UNKNOWN, Queue.SUBMISSION_UNKNOWN),
 ]
@@ -217,7 +221,7 @@ def recovery_by_queue(now) -> list[Recovery]:
     the request counts; left by the system alone, it is no manual recovery and not counted.
     At most RECOVERY_SAMPLE of the newest resolutions per queue are read."""
     result = []
-    for subject_type, state, queue in RECOVERY_QUEUES:
+    for subject_type, state, queue_name in RECOVERY_QUEUES:
         entered = Subquery(
             JournalEntry.objects.filter(
                 subject_type=subject_type,
@@ -258,7 +262,7 @@ def recovery_by_queue(now) -> list[Recovery]:
         )
         median = timedelta(seconds=statistics.median(seconds)) if seconds else None
         p90 = timedelta(seconds=_nearest_rank(seconds, 0.9)) if seconds else None
-        result.append(Recovery(queue, Queue(queue).label, len(seconds), median, p90))
+        result.append(Recovery(queue_name, Queue(queue_name).label, len(seconds), median, p90))
     return result
 
 
@@ -287,7 +291,7 @@ def classification_quality():
 def queue_waiting(now) -> dict:
     """Queue -> (rows now, when its oldest waiting item entered it), read from the queue's own
     SQL (the page and this cannot disagree); queues with nothing waiting are absent."""
-    sql, params = work.whole(now)
+    sql, params = queue.whole(now)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT u.q_queue, COUNT(*), MIN(u.q_since) FROM ({sql}) AS u GROUP BY u.q_queue",
@@ -326,18 +330,18 @@ def stale_queues(now) -> list[QueueFlag]:
     )
     unknown_enquiries = unknown["count"]
     flags = []
-    for queue in Queue:
-        cadence = policies.get(queue.value, default)
+    for each in Queue:
+        cadence = policies.get(each.value, default)
         if cadence is None:
             continue
-        opened = last.get(queue.value)
-        items, since = waiting.get(queue.value, (0, None))
-        if queue == Queue.SUBMISSION_UNKNOWN and unknown_enquiries > items:
+        opened = last.get(each.value)
+        items, since = waiting.get(each.value, (0, None))
+        if each == Queue.SUBMISSION_UNKNOWN and unknown_enquiries > items:
             since = min(filter(None, (since, unknown["since"])))
         flags.append(
             QueueFlag(
-                queue=queue.value,
-                label=queue.label,
+                queue=each.value,
+                label=each.label,
                 cadence=cadence,
                 last_opened=opened,
                 stale=since is not None
@@ -345,7 +349,7 @@ def stale_queues(now) -> list[QueueFlag]:
                 and (opened is None or opened < now - cadence),
                 items=items,
                 as_write=max(0, unknown_enquiries - items)
-                if queue == Queue.SUBMISSION_UNKNOWN
+                if each == Queue.SUBMISSION_UNKNOWN
                 else 0,
             )
         )
@@ -365,14 +369,15 @@ def figures(now=None) -> Figures:
     )
     result.unresolved_submissions = dict(
         Operation.objects.filter(
-            state__in=[Op.UNKNOWN, Op.FAILED], action__in=CUSTOMER_AFFECTING_ACTIONS
+            state__in=[OperationState.UNKNOWN, OperationState.FAILED],
+            action__in=CUSTOMER_AFFECTING_ACTIONS,
         )
         .values_list("state")
         .annotate(n=Count("pk"))
         .values_list("state", "n")
     )
-    result.unresolved_submissions.setdefault(Op.UNKNOWN, 0)
-    result.unresolved_submissions.setdefault(Op.FAILED, 0)
+    result.unresolved_submissions.setdefault(OperationState.UNKNOWN, 0)
+    result.unresolved_submissions.setdefault(OperationState.FAILED, 0)
     # The partial index enquiry_receipt_pending holds only these rows.
     pending = Enquiry.objects.filter(receipt_pending=True).aggregate(
         n=Count("pk"), oldest=Min("created_at")

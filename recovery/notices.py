@@ -151,10 +151,10 @@ def _from_journal(now) -> list[OperatorNotice]:
 
 
 def _overdue(now) -> list[OperatorNotice]:
-    from recovery import queue as work
+    from recovery import queue
 
     model = get_user_model()
-    rows = [r for r in work.all_rows(now, work.Filters(overdue=True)) if r["q_owner"]]
+    rows = [r for r in queue.all_rows(now, queue.Filters(overdue=True)) if r["q_owner"]]
     people = model.objects.in_bulk({r["q_owner"] for r in rows})
     notices = []
     for row in rows:
@@ -162,9 +162,9 @@ def _overdue(now) -> list[OperatorNotice]:
         if user is None:
             continue
         kind, key = row["q_kind"], row["q_key"]
-        if kind == work.KIND_OPERATION:
+        if kind == queue.KIND_OPERATION:
             link = reverse("recovery:operation", args=[key])
-        elif kind == work.KIND_ENQUIRY:
+        elif kind == queue.KIND_ENQUIRY:
             link = reverse("recovery:enquiry", args=[key])
         else:
             link = reverse("recovery:integrations")

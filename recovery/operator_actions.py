@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from intake import services as intake_services
 from ledger import policies
 from ledger import services as ledger_services
-from recovery import messages as said
+from recovery import messages
 from recovery.forms import CompleteByHandForm, EditForm, ReasonForm, ReassignForm
 
 OPERATION, ENQUIRY = "operation", "enquiry"
@@ -61,7 +61,7 @@ class OperatorAction:
         current = subject.revisions.filter(number=subject.current_revision).first()
         unchanged = category is None or (current and category == current.category)
         if not form.changed_fields() and unchanged:
-            return said.EDIT_CHANGED_NOTHING
+            return messages.EDIT_CHANGED_NOTHING
         return ""
 
     def perform(self, subject, form, actor):
@@ -80,7 +80,7 @@ class OperatorAction:
     def consequence(self, subject) -> str:
         """What the person reads after it, for this subject."""
         if self.name == "cancel" and subject.ends_enquiry():
-            return said.CANCELLED_ENDS_ENQUIRY % {"reference": subject.enquiry.reference}
+            return messages.CANCELLED_ENDS_ENQUIRY % {"reference": subject.enquiry.reference}
         return self.done
 
 
@@ -96,7 +96,7 @@ _ALL = [
         "again with the same idempotency key.",
         False,
         "reconcile",
-        said.OPERATION_DONE["reconcile"],
+        messages.OPERATION_DONE["reconcile"],
         ledger_services.reconcile_now,
     ),
     OperatorAction(
@@ -106,7 +106,7 @@ _ALL = [
         "Sends the same approved request again with the same idempotency key.",
         True,
         "retry",
-        said.OPERATION_DONE["retry"],
+        messages.OPERATION_DONE["retry"],
         ledger_services.retry_operation,
     ),
     OperatorAction(
@@ -117,7 +117,7 @@ _ALL = [
         "Nothing is sent.",
         False,
         "complete",
-        said.OPERATION_DONE["complete_by_hand"],
+        messages.OPERATION_DONE["complete_by_hand"],
         ledger_services.complete_by_hand,
         form=CompleteByHandForm,
         extra=("external_id",),
@@ -131,7 +131,7 @@ _ALL = [
         "page says so before the click.)",
         False,
         "cancel",
-        said.OPERATION_DONE["cancel"],
+        messages.OPERATION_DONE["cancel"],
         ledger_services.cancel_operation,
     ),
     OperatorAction(
@@ -142,7 +142,7 @@ _ALL = [
         "any write.",
         True,
         "compensate",
-        said.OPERATION_DONE["compensate"],
+        messages.OPERATION_DONE["compensate"],
         ledger_services.compensate,
     ),
     OperatorAction(
@@ -152,7 +152,7 @@ _ALL = [
         "Lets this operation run.",
         True,
         "approve",
-        said.OPERATION_DONE["approve"],
+        messages.OPERATION_DONE["approve"],
         ledger_services.approve_operation,
     ),
     OperatorAction(
@@ -162,7 +162,7 @@ _ALL = [
         "Names the person who owns this item now.",
         False,
         "reassign",
-        said.OPERATION_DONE["reassign"],
+        messages.OPERATION_DONE["reassign"],
         ledger_services.reassign_operation,
         form=ReassignForm,
         extra=("owner",),
@@ -175,7 +175,7 @@ _ALL = [
         "Authorises delivery of the current revision to the CRM.",
         True,
         "approve",
-        said.ENQUIRY_DONE["approve_revision"],
+        messages.ENQUIRY_DONE["approve_revision"],
         ledger_services.approve_revision,
         transition="approve",
         permissions=("intake.approve_revision",),
@@ -187,7 +187,7 @@ _ALL = [
         "",  # the edit form says it
         False,
         "edit",
-        said.ENQUIRY_DONE["edit"],
+        messages.ENQUIRY_DONE["edit"],
         intake_services.revise_enquiry,
         form=EditForm,
         transition="revise",
@@ -200,7 +200,7 @@ _ALL = [
         "Asks the customer for what is missing; the enquiry waits.",
         False,
         "request-information",
-        said.ENQUIRY_DONE["request_information"],
+        messages.ENQUIRY_DONE["request_information"],
         intake_services.request_information,
         transition="request_information",
         permissions=("intake.review_enquiry",),
@@ -212,7 +212,7 @@ _ALL = [
         "The customer answered: the enquiry goes back to review.",
         False,
         "information-received",
-        said.ENQUIRY_DONE["information_received"],
+        messages.ENQUIRY_DONE["information_received"],
         intake_services.information_received,
         transition="information_received",
         permissions=("intake.review_enquiry",),
@@ -224,7 +224,7 @@ _ALL = [
         "Closes the enquiry without delivering it.",
         False,
         "reject",
-        said.ENQUIRY_DONE["reject"],
+        messages.ENQUIRY_DONE["reject"],
         intake_services.reject_enquiry,
         transition="reject",
         permissions=("intake.review_enquiry",),
@@ -236,7 +236,7 @@ _ALL = [
         "Names the person who owns this enquiry now.",
         False,
         "assign",
-        said.ENQUIRY_DONE["assign"],
+        messages.ENQUIRY_DONE["assign"],
         intake_services.assign_enquiry,
         form=ReassignForm,
         extra=("owner",),

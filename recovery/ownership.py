@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from django.db.models import Case, F, Q, Value, When
 
 from intake.models import EnquiryState
-from ledger.models import Action, Op
+from ledger.models import Action, OperationState
 from ledger.receipt import FAILURES_FOR_A_PERSON
-from recovery import messages as said
+from recovery import messages
 from recovery.models import Queue, ResponsePolicy
 
 
@@ -33,7 +33,7 @@ def policy_for(queue: str, integration_id=None) -> ResponsePolicy | None:
 
 
 def operation_queue(op) -> str | None:
-    return op.state if op.state in (Op.UNKNOWN, Op.FAILED) else None
+    return op.state if op.state in (OperationState.UNKNOWN, OperationState.FAILED) else None
 
 
 def enquiry_queue(enquiry) -> str | None:
@@ -68,7 +68,7 @@ class Owner:
     def label(self) -> str:
         if self.user is not None:
             return self.user.get_username()
-        return str(said.OWNER_ADMINS) if self.to_admins else str(said.OWNER_NOT_QUEUED)
+        return str(messages.OWNER_ADMINS) if self.to_admins else str(messages.OWNER_NOT_QUEUED)
 
     def people(self) -> list:
         """Who is told about it: the owner, or every admin when it falls to them."""
@@ -111,22 +111,22 @@ def owner_why(direct: bool, journal=(), queue=None) -> str:
 
     if not direct:
         return (
-            str(said.OWNER_OF_QUEUE % {"queue": queue_label(queue)})
+            str(messages.OWNER_OF_QUEUE % {"queue": queue_label(queue)})
             if queue
-            else str(said.OWNER_OF_ITS_QUEUE)
+            else str(messages.OWNER_OF_ITS_QUEUE)
         )
     given = next((r for r in reversed(list(journal)) if r.action in HANDOVER_ACTIONS), None)
     if given is None:
-        return str(said.OWNER_GIVEN_UNRECORDED)
+        return str(messages.OWNER_GIVEN_UNRECORDED)
     at = timefmt.local(given.at)
     if given.actor.startswith("system:") and "overdue" in (given.reason or ""):
         earlier = (given.evidence or {}).get("from") or "the queue's owner"
-        return str(said.OWNER_ESCALATED % {"earlier": earlier, "at": at})
+        return str(messages.OWNER_ESCALATED % {"earlier": earlier, "at": at})
     reason = " ".join((given.reason or "").split())
     if len(reason) > 80:
         reason = reason[:79] + "…"
     return str(
-        said.OWNER_ASSIGNED
+        messages.OWNER_ASSIGNED
         % {"who": given.actor.removeprefix("user:"), "at": at, "reason": reason or "—"}
     )
 
@@ -147,7 +147,7 @@ def effective_owner(owner, policy, journal=(), *, queue=None) -> Owner:
     if queue is None and policy is None:
         return Owner(None, "", queued=False)
     return Owner(
-        None, str(said.OWNER_FALLS_TO_ADMINS % {"queue": queue_label(queue)}), to_admins=True
+        None, str(messages.OWNER_FALLS_TO_ADMINS % {"queue": queue_label(queue)}), to_admins=True
     )
 
 
@@ -204,7 +204,8 @@ def attach_owners(enquiries) -> None:
     queued_ops: dict = {}
     for op in (
         Operation.objects.filter(
-            enquiry_id__in=[e.pk for e in enquiries], state__in=(Op.UNKNOWN, Op.FAILED)
+            enquiry_id__in=[e.pk for e in enquiries],
+            state__in=(OperationState.UNKNOWN, OperationState.FAILED),
         )
         .select_related("owner")
         .order_by("created_at", "pk")

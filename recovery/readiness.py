@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.db.models import Max, Q
 
-from recovery import messages as said
+from recovery import messages
 from recovery.models import Queue
 
 # Notification kinds that speak e-mail (the smtp kind sends through Django's e-mail settings).
@@ -111,8 +111,8 @@ def findings() -> list[Finding]:
         found.append(
             Finding(
                 "handover.W101",
-                said.READY_NO_OWNER % {"queues": _queue_words(no_owner)},
-                said.READY_NO_OWNER_FIX,
+                messages.READY_NO_OWNER % {"queues": _queue_words(no_owner)},
+                messages.READY_NO_OWNER_FIX,
                 setup + "#queues",
             )
         )
@@ -120,8 +120,8 @@ def findings() -> list[Finding]:
         found.append(
             Finding(
                 "handover.W102",
-                said.READY_NO_PERIOD % {"queues": _queue_words(no_period)},
-                said.READY_NO_PERIOD_FIX,
+                messages.READY_NO_PERIOD % {"queues": _queue_words(no_period)},
+                messages.READY_NO_PERIOD_FIX,
                 setup + "#queues",
             )
         )
@@ -130,8 +130,8 @@ def findings() -> list[Finding]:
         found.append(
             Finding(
                 "handover.W103",
-                said.READY_NOT_CHECKED % {"integrations": ", ".join(late)},
-                said.READY_NOT_CHECKED_FIX,
+                messages.READY_NOT_CHECKED % {"integrations": ", ".join(late)},
+                messages.READY_NOT_CHECKED_FIX,
                 reverse("recovery:integrations"),
             )
         )
@@ -145,11 +145,17 @@ def findings() -> list[Finding]:
 
         notify_kind = environment_kind(Integration.NOTIFY)
     if not email_configured(notify_kind):
-        found.append(Finding("handover.W104", said.READY_NO_EMAIL, said.READY_NO_EMAIL_FIX, ""))
+        found.append(
+            Finding("handover.W104", messages.READY_NO_EMAIL, messages.READY_NO_EMAIL_FIX, "")
+        )
     members = role_members()
     people = reverse("recovery:people")
     if not members["reviewer"]:
-        found.append(Finding("handover.W105", said.READY_NO_REVIEWER, said.READY_ROLE_FIX, people))
+        found.append(
+            Finding("handover.W105", messages.READY_NO_REVIEWER, messages.READY_ROLE_FIX, people)
+        )
     if not members["admin"]:
-        found.append(Finding("handover.W106", said.READY_NO_ADMIN, said.READY_ROLE_FIX, people))
+        found.append(
+            Finding("handover.W106", messages.READY_NO_ADMIN, messages.READY_ROLE_FIX, people)
+        )
     return found

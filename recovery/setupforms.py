@@ -8,7 +8,7 @@ from datetime import timedelta
 from django import forms
 
 from intake.models import Category
-from recovery import messages as said
+from recovery import messages
 from recovery.durations import DurationField
 from recovery.forms import ReasonForm, people
 from recovery.setup import CATEGORY_FIELDS, ROLES
@@ -100,5 +100,5 @@ class PersonForm(ReasonForm):
         roles = self.cleaned_data["roles"]
         unknown = set(roles) - set(ROLES)
         if unknown:
-            raise forms.ValidationError(said.NO_SUCH_ROLE % {"role": sorted(unknown)[0]})
+            raise forms.ValidationError(messages.NO_SUCH_ROLE % {"role": sorted(unknown)[0]})
         return roles

@@ -13,8 +13,7 @@ from intake.models import Enquiry
 from ledger import journal
 from ledger import services as ledger_services
 from ledger.models import Integration, Operation
-from recovery import ownership, timefmt
-from recovery import queue as work
+from recovery import ownership, queue, timefmt
 from recovery.models import Escalation
 
 log = logging.getLogger("recovery.tasks")
@@ -22,9 +21,9 @@ ACTOR = "system:escalation"
 
 
 def _subject(row):
-    if row["q_kind"] == work.KIND_OPERATION:
+    if row["q_kind"] == queue.KIND_OPERATION:
         return "ledger.operation", Operation.objects.select_related("owner").get(pk=row["q_key"])
-    if row["q_kind"] == work.KIND_ENQUIRY:
+    if row["q_kind"] == queue.KIND_ENQUIRY:
         return "intake.enquiry", Enquiry.objects.select_related("owner").get(reference=row["q_key"])
     return "ledger.integration", Integration.objects.select_related("owner").get(name=row["q_key"])
 
@@ -40,7 +39,7 @@ def escalate_overdue(now=None) -> int:
     now = now or timezone.now()
     ids = dict(Integration.objects.values_list("name", "pk"))
     escalated = 0
-    for row in work.all_rows(now, work.Filters(overdue=True)):
+    for row in queue.all_rows(now, queue.Filters(overdue=True)):
         policy = ownership.policy_for(row["q_queue"], ids.get(row["q_integration"]))
         backup = policy.backup_owner if policy else None
         try:

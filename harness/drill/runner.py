@@ -65,7 +65,7 @@ from intake.models import Category, Enquiry, IntakeEvent
 from intake.signing import sign
 from ledger.integrations import ensure_integrations
 from ledger.kinds import HANDOVER, WEBDAV
-from ledger.models import Action, Integration, Op, Operation, kind_of
+from ledger.models import Action, Integration, Operation, OperationState, kind_of
 
 logger = logging.getLogger("harness.drill")
 
@@ -425,12 +425,14 @@ class Drill:
 
         def busy():
             return list(
-                Operation.objects.filter(enquiry=enquiry, state__in=[Op.APPROVED, Op.SUBMITTED])
-                .exclude(state=Op.APPROVED, held=True)
+                Operation.objects.filter(
+                    enquiry=enquiry, state__in=[OperationState.APPROVED, OperationState.SUBMITTED]
+                )
+                .exclude(state=OperationState.APPROVED, held=True)
                 .values_list("action", "state")
             ) + list(
                 Operation.objects.filter(
-                    enquiry=enquiry, state=Op.UNKNOWN, attention=""
+                    enquiry=enquiry, state=OperationState.UNKNOWN, attention=""
                 ).values_list("action", "state")
             )
 

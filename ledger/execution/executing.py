@@ -25,7 +25,7 @@ from ledger.execution.outcomes import (
     to_unknown,
     wait_until,
 )
-from ledger.models import Action, Attempt, Op, payload_hash
+from ledger.models import Action, Attempt, OperationState, payload_hash
 from ledger.policies import connector_for, retry_budget
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
@@ -104,7 +104,11 @@ def claim(op_id):
     actor = worker_actor()
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(
-            op_id, skip_locked=True, with_integration=True, state=Op.APPROVED, held=False
+            op_id,
+            skip_locked=True,
+            with_integration=True,
+            state=OperationState.APPROVED,
+            held=False,
         )
         if op is None:
             return None
@@ -174,7 +178,7 @@ def record_success(op_id, attempt, result: CallResult, *, actor, outcome="succes
     with transaction.atomic(), journal.deferred():
         enquiry, op = lock_operation(op_id)
         finish_attempt(attempt, outcome=outcome, status=result.status, body=result.body)
-        if op.state not in (Op.SUBMITTED, Op.UNKNOWN):
+        if op.state not in (OperationState.SUBMITTED, OperationState.UNKNOWN):
             journal.record(
                 op,
                 "ledger.operation.late_outcome",
@@ -201,7 +205,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             body=error.body,
             error=error,
         )
-        if op.state != Op.SUBMITTED or op.lease_owner != worker_name():
+        if op.state != OperationState.SUBMITTED or op.lease_owner != worker_name():
             journal.record(
                 op,
                 "ledger.operation.late_outcome",

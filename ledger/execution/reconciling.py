@@ -24,7 +24,7 @@ from ledger.execution.outcomes import (
     throttled_in_a_row,
     wait_until,
 )
-from ledger.models import Attempt, Op
+from ledger.models import Attempt, OperationState
 from ledger.policies import connector_for, policy_for, retry_budget
 from ledger.queueing import EXECUTE, RECONCILE, enqueue
 from ledger.worker import worker_actor
@@ -76,14 +76,14 @@ def reconcile(op_id) -> Lookup:
     """
     started = timezone.now()
     actor = worker_actor()
-    op = read_operation(op_id, state=Op.UNKNOWN)
+    op = read_operation(op_id, state=OperationState.UNKNOWN)
     if op is None:
         return Lookup.NOTHING_TO_CLAIM
     if limits.applies(op.integration, started):
         later = limits.admission(op.integration, now=started)
         if later is not None:
             with transaction.atomic():
-                _, locked = lock_operation(op.pk, skip_locked=True, state=Op.UNKNOWN)
+                _, locked = lock_operation(op.pk, skip_locked=True, state=OperationState.UNKNOWN)
                 if locked is not None and locked.attempt_count == op.attempt_count:
                     come_back(locked, RECONCILE, later.at)
             return Lookup.NOT_ITS_TURN
@@ -135,7 +135,7 @@ def record_lookup(
             started_at=started,
             request_summary={"lookup": policy_for(op).check_first, "reference": _ref(op)},
         )
-        moved_on = op.state != Op.UNKNOWN or op.attempt_count != seen_attempts
+        moved_on = op.state != OperationState.UNKNOWN or op.attempt_count != seen_attempts
         op.attempt_count = attempt.number
         op.last_attempted_at = started
         if moved_on:

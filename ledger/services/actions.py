@@ -13,10 +13,9 @@ from django_fsm import TransitionNotAllowed
 
 from intake.classification import record_review_outcome
 from intake.models import Enquiry, EnquiryState
-from ledger import failpoints, journal
-from ledger import messages as said
+from ledger import failpoints, journal, messages
 from ledger.execution import schedule_reconcile
-from ledger.models import Action, Op, Operation, payload_hash
+from ledger.models import Action, Operation, OperationState, payload_hash
 from ledger.policies import (
     APPROVE,
     CANCEL,
@@ -51,7 +50,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
             enquiry.approve(actor=actor, reason=reason, evidence={"revision": revision.number})
         except TransitionNotAllowed as exc:
             raise ActionRefused(
-                said.ENQUIRY_NOT_APPROVABLE % {"state": enquiry.get_state_display()}
+                messages.ENQUIRY_NOT_APPROVABLE % {"state": enquiry.get_state_display()}
             ) from exc
         enquiry.save()
         record_review_outcome(enquiry)  # classification quality: accepted or overridden
@@ -67,7 +66,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
             .select_related("integration")
             .get(pk=op.pk)
         )
-        if op.state == Op.CANCELLED and not op.attempts.filter(kind="call").exists():
+        if op.state == OperationState.CANCELLED and not op.attempts.filter(kind="call").exists():
             # An earlier proposal of this revision was cancelled before anything was sent (its
             # approval did not stand, or a person stopped it): the revision's approval is the
             # only way to authorise its write, so it must work whatever happened to that
@@ -78,7 +77,7 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
                 reason=f"revision {revision.number} approved; nothing was sent under this key",
                 evidence={"idempotency_key": op.idempotency_key},
             )
-        if op.state == Op.APPROVED and op.payload_hash == payload_hash(payload):
+        if op.state == OperationState.APPROVED and op.payload_hash == payload_hash(payload):
             # Approved before this revision was (an operation-level approval, no longer
             # offered): the revision's approval now stands behind it; the worker delivers it.
             journal.record(
@@ -88,12 +87,12 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
                 reason=reason or f"revision {revision.number} approved",
             )
             return op
-        if op.state != Op.PROPOSED:
+        if op.state != OperationState.PROPOSED:
             # A write of this revision that was sent (or is live) cannot be approved again under
             # the same key: a cancelled write that was sent only exists for an enquiry that was
             # closed (withdrawn) or revised, neither of which can be approved again.
             raise ActionRefused(
-                said.ALREADY_SENT
+                messages.ALREADY_SENT
                 % {"revision": revision.number, "state": op.get_state_display().lower()}
             )
         if op.payload_hash != payload_hash(payload):
@@ -131,7 +130,7 @@ def retry_operation(op_id, *, actor, reason) -> Operation:
     with operator_action(op_id, RETRY, actor=actor, reason=reason) as act:
         op = act.op
         if op.integration is not None and op.integration.paused:
-            raise ActionRefused(said.PAUSED_RESUME_FIRST % {"integration": op.integration})
+            raise ActionRefused(messages.PAUSED_RESUME_FIRST % {"integration": op.integration})
         op.budget_used = 0  # a person's retry starts a fresh budget
         op.next_attempt_at = None
         act.transition(op.retry, evidence={"idempotency_key": op.idempotency_key})
@@ -146,7 +145,7 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
     reason = require_reason(reason)
     external_id = (external_id or "").strip()
     if not external_id:
-        raise ActionRefused(said.EXTERNAL_ID_REQUIRED)
+        raise ActionRefused(messages.EXTERNAL_ID_REQUIRED)
     with operator_action(op_id, COMPLETE, actor=actor, reason=reason) as act:
         enquiry, op = act.enquiry, act.op
         op.external_id = external_id
@@ -224,7 +223,7 @@ def compensate(op_id, *, actor, reason) -> Operation:
             "recovery.operation.compensation_proposed",
             subject=compensation,
             evidence={"compensates": str(op.pk), "external_id": op.external_id},
-            to_state=Op.PROPOSED,
+            to_state=OperationState.PROPOSED,
         )
     return compensation
 

@@ -19,11 +19,16 @@ from django.utils import timezone
 
 from intake.models import Enquiry
 from ledger import appointments
-from ledger.models import Action, Integration, Op, Operation
+from ledger.models import Action, Integration, Operation, OperationState
 from ledger.proposals import integration, propose
 
 ACTION = Action.READ_APPOINTMENTS
-IN_FLIGHT = (Op.PROPOSED, Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN)
+IN_FLIGHT = (
+    OperationState.PROPOSED,
+    OperationState.APPROVED,
+    OperationState.SUBMITTED,
+    OperationState.UNKNOWN,
+)
 
 
 def needs_visit(enquiry) -> bool:
@@ -50,7 +55,7 @@ def request_slots(enquiry_id, *, actor, reason) -> tuple[Operation | None, str]:
             return latest, "in_flight"
         row = integration(Integration.APPOINTMENTS)
         now = timezone.now()
-        confirmed = next((op for op in reads if op.state == Op.CONFIRMED), None)
+        confirmed = next((op for op in reads if op.state == OperationState.CONFIRMED), None)
         if confirmed is not None and appointments.is_fresh(
             confirmed.result, row.max_age_seconds, now
         ):
@@ -100,7 +105,7 @@ def slots_view(enquiry, *, now=None) -> SlotsView:
     row = integration(Integration.APPOINTMENTS)
     reads = list(_reads(enquiry.pk)[:20])
     latest = reads[0] if reads else None
-    confirmed = [op for op in reads if op.state == Op.CONFIRMED]
+    confirmed = [op for op in reads if op.state == OperationState.CONFIRMED]
     read = confirmed[0] if confirmed else None
     view = SlotsView(state="none", max_age_seconds=row.max_age_seconds, latest=latest, read=read)
     if read is not None:
@@ -121,6 +126,6 @@ def slots_view(enquiry, *, now=None) -> SlotsView:
     if latest is not None and latest is not read:
         if latest.state in IN_FLIGHT:
             view.state = "reading"
-        elif latest.state == Op.FAILED and not (read and view.state == "fresh"):
+        elif latest.state == OperationState.FAILED and not (read and view.state == "fresh"):
             view.state = "failed"
     return view

@@ -13,8 +13,7 @@ from django.db import transaction
 
 from intake.models import Enquiry
 from intake.workflow import ActionRefused, require_reason
-from ledger import journal
-from ledger import messages as said
+from ledger import journal, messages
 from ledger.execution import lock_operation
 from ledger.models import Operation
 from ledger.policies import APPROVE, CANCEL, PERMISSIONS, RETRY, permission_for, state_allows
@@ -24,10 +23,11 @@ def require_permission(actor, permission):
     if isinstance(actor, AbstractBaseUser):
         if not (actor.is_active and actor.has_perm(permission)):
             raise PermissionDenied(
-                said.MAY_NOT % {"actor": actor.get_username(), "who": said.holders(permission)}
+                messages.MAY_NOT
+                % {"actor": actor.get_username(), "who": messages.holders(permission)}
             )
     elif not str(actor).startswith("system:"):
-        raise PermissionDenied(said.SYSTEM_MAY_NOT % {"actor": actor})
+        raise PermissionDenied(messages.SYSTEM_MAY_NOT % {"actor": actor})
 
 
 @dataclass
@@ -77,10 +77,10 @@ def operator_action(op_id, action, *, actor, reason) -> Iterator[Acting]:
     with transaction.atomic():
         enquiry, op = lock_operation(op_id)
         if op is None:
-            raise ActionRefused(said.NO_SUCH_OPERATION)
+            raise ActionRefused(messages.NO_SUCH_OPERATION)
         if action not in state_allows(op):
             raise ActionRefused(
-                said.NOT_OFFERED
+                messages.NOT_OFFERED
                 % {"action": action.replace("_", " "), "state": op.state, "operation": op.action}
             )
         if not fixed:

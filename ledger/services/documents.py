@@ -10,7 +10,7 @@ from django.db import transaction
 
 from intake.models import Document, Enquiry
 from ledger import journal
-from ledger.models import Action, Op, Operation
+from ledger.models import Action, Operation, OperationState
 from ledger.proposals import LEDGER, _operation_key, extraction_detail, propose_extraction
 from ledger.services.common import ActionRefused, require_permission, require_reason
 
@@ -32,7 +32,7 @@ def reprocess_document(document_pk, *, actor, reason) -> Operation:
             raise ActionRefused(
                 f"Version {document.version} of {document.document_id} was already read for "
                 f"revision {enquiry.current_revision} ({existing.get_state_display().lower()}"
-                f"{'; retry it from its card' if existing.state == Op.FAILED else ''})."
+                f"{'; retry it from its card' if existing.state == OperationState.FAILED else ''})."
             )
         op, _ = propose_extraction(
             enquiry, document, actor=LEDGER, reason=f"read again at a reviewer's request: {reason}"

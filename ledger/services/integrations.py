@@ -9,9 +9,8 @@ from django.utils import timezone
 
 from config.destinations import shown
 from intake.models import Enquiry
-from ledger import journal, limits, storable
-from ledger import messages as said
-from ledger.models import Integration, Op, Operation, kind_of
+from ledger import journal, limits, messages, storable
+from ledger.models import Integration, Operation, OperationState, kind_of
 from ledger.proposals import integration
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.services.common import (
@@ -53,11 +52,11 @@ def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
     require_permission(actor, "ledger.change_integration")
     unknown = set(changes) - set(Integration.CONFIGURABLE)
     if unknown:
-        raise ActionRefused(said.NOT_CONFIGURABLE % {"fields": ", ".join(sorted(unknown))})
+        raise ActionRefused(messages.NOT_CONFIGURABLE % {"fields": ", ".join(sorted(unknown))})
     with transaction.atomic():
         row = Integration.objects.select_for_update().get(name=name)
         if token_must_be_retyped(row, changes):
-            raise ValidationError({"token": said.TOKEN_AGAIN_FOR_NEW_ADDRESS})
+            raise ValidationError({"token": messages.TOKEN_AGAIN_FOR_NEW_ADDRESS})
         diff = {}
         for field, value in changes.items():
             before = _shown(row, field)
@@ -72,7 +71,7 @@ def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
             else:
                 diff[field] = {"from": before, "to": after}
         if not diff:
-            raise ActionRefused(said.NOTHING_CHANGED % {"integration": row})
+            raise ActionRefused(messages.NOTHING_CHANGED % {"integration": row})
         row.full_clean()  # ValidationError: the view shows it on the field
         row.save(update_fields=[*diff])
         journal.record(
@@ -87,7 +86,7 @@ def configure_integration(name, *, actor, reason, changes: dict) -> Integration:
 def backlog(name):
     """Work held while the integration was paused, oldest first: what an admin reviews."""
     return (
-        Operation.objects.filter(integration__name=name, state=Op.APPROVED, held=True)
+        Operation.objects.filter(integration__name=name, state=OperationState.APPROVED, held=True)
         .select_related("enquiry")
         .order_by("created_at")
     )
@@ -117,15 +116,15 @@ def pause_integration(name, *, actor, reason) -> Integration:
     with transaction.atomic():
         row = Integration.objects.select_for_update().get(name=name)
         if row.paused:
-            raise ActionRefused(said.ALREADY_PAUSED % {"integration": row})
+            raise ActionRefused(messages.ALREADY_PAUSED % {"integration": row})
         row.paused = True
         row.paused_at = timezone.now()
         row.paused_by = actor if isinstance(actor, AbstractBaseUser) else None
         row.pause_reason = reason
         row.save()
-        held = Operation.objects.filter(integration=row, state=Op.APPROVED, held=False).update(
-            held=True
-        )
+        held = Operation.objects.filter(
+            integration=row, state=OperationState.APPROVED, held=False
+        ).update(held=True)
         journal.record(
             row, "ledger.integration.paused", actor=actor, reason=reason, evidence={"held": held}
         )
@@ -139,7 +138,7 @@ def resume_integration(name, *, actor, reason) -> Integration:
     with transaction.atomic():
         row = Integration.objects.select_for_update().get(name=name)
         if not row.paused:
-            raise ActionRefused(said.NOT_PAUSED % {"integration": row})
+            raise ActionRefused(messages.NOT_PAUSED % {"integration": row})
         waiting = backlog(name).count()
         row.paused = False
         row.awaiting_backlog_review = waiting > 0
@@ -168,7 +167,7 @@ def release_backlog(name, *, actor, reason, operation_ids=None) -> list[Operatio
     with transaction.atomic(), journal.deferred(), batched():
         row = Integration.objects.select_for_update().get(name=name)
         if row.paused:
-            raise ActionRefused(said.PAUSED_BEFORE_RELEASE % {"integration": row})
+            raise ActionRefused(messages.PAUSED_BEFORE_RELEASE % {"integration": row})
         chosen = backlog(name)
         if operation_ids is not None:
             chosen = chosen.filter(pk__in=list(operation_ids))
@@ -181,7 +180,7 @@ def release_backlog(name, *, actor, reason, operation_ids=None) -> list[Operatio
         )
         released = list(
             Operation.objects.select_for_update(of=("self",))
-            .filter(pk__in=[pk for pk, _ in pairs], state=Op.APPROVED, held=True)
+            .filter(pk__in=[pk for pk, _ in pairs], state=OperationState.APPROVED, held=True)
             .order_by("created_at", "pk")
         )
         turns = limits.turns(row, len(released))

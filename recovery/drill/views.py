@@ -3,7 +3,7 @@
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 
-from recovery import messages as said
+import recovery.messages
 from recovery.models import DrillConclusion, DrillRun
 from recovery.views.common import require
 
@@ -16,15 +16,15 @@ def drill_page(request):
         chosen = (request.POST.get("run") or "").strip()
         # ASCII digits only, within PostgreSQL's integer: int() also reads '٣' and '1_000'.
         if not (chosen.isascii() and chosen.isdigit() and 0 < int(chosen) < 2**31):
-            messages.error(request, said.DRILL_RUN_INVALID)
+            messages.error(request, recovery.messages.DRILL_RUN_INVALID)
             return _page(request, status=400)
         run = get_object_or_404(DrillRun, pk=int(chosen))
         conclusion = (request.POST.get("conclusion") or "").strip()
         if not conclusion:
-            messages.error(request, said.CONCLUSION_REQUIRED)
+            messages.error(request, recovery.messages.CONCLUSION_REQUIRED)
         else:
             DrillConclusion.objects.create(run=run, reviewer=request.user, conclusion=conclusion)
-            messages.success(request, said.CONCLUSION_RECORDED)
+            messages.success(request, recovery.messages.CONCLUSION_RECORDED)
         return redirect("recovery:drill")
     return _page(request)
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from ledger.models import Op
+from ledger.models import OperationState
 from recovery.queue.filters import Filters, GroupKey
 
 GROUPS_SHOWN = 8
@@ -36,11 +36,11 @@ def failure_groups(filters: Filters, *, least: int = 2) -> list[FailureGroup]:
     """Operations in the queue grouped by how they failed (GroupKey), the largest first: one
     query, counted from the index ``operation_groups`` alone. Only groups of ``least`` or more
     are worth a line; a filter on a queue of enquiries or a paused system leaves none."""
-    if filters.queue and filters.queue not in (Op.UNKNOWN, Op.FAILED):
+    if filters.queue and filters.queue not in (OperationState.UNKNOWN, OperationState.FAILED):
         return []
     if filters.group:
         return []
-    where, params = ["o.state IN (%s, %s)"], [Op.UNKNOWN, Op.FAILED]
+    where, params = ["o.state IN (%s, %s)"], [OperationState.UNKNOWN, OperationState.FAILED]
     if filters.queue:
         where.append("o.state = %s")
         params.append(filters.queue)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ledger.models import Integration, Op
+from ledger.models import Integration, OperationState
 from recovery.models import Queue
 from recovery.views.common import whole_number
 
@@ -43,7 +43,9 @@ class GroupKey:
         integration, state, attention, error_class, status = parts
         if integration and integration not in dict(Integration.NAMES):
             return None
-        if state not in (Op.UNKNOWN, Op.FAILED) or not re.fullmatch(r"[a-z_]{0,40}", attention):
+        if state not in (OperationState.UNKNOWN, OperationState.FAILED) or not re.fullmatch(
+            r"[a-z_]{0,40}", attention
+        ):
             return None
         if not re.fullmatch(r"[a-z_]{0,32}", error_class) or not re.fullmatch(
             r"[0-9]{0,3}", status

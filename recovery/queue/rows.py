@@ -14,8 +14,7 @@ from django.utils.functional import cached_property
 
 from intake.models import Enquiry
 from ledger.models import Attempt, Integration, Operation
-from recovery import messages as said
-from recovery import ownership
+from recovery import messages, ownership
 from recovery.queue.sources import KIND_ENQUIRY, KIND_INTEGRATION, KIND_OPERATION
 
 _SUBJECT_TYPES = {
@@ -133,7 +132,7 @@ def attach(rows: list[Row], *, user=None):
             # No owner given and none set for its queue: the admins (never "nobody").
             fallen = ownership.effective_owner(None, None, queue=row.queue)
             row.owner_why = fallen.why
-        row.owner_label = row.owner.get_username() if row.owner else str(said.OWNER_ADMINS)
+        row.owner_label = row.owner.get_username() if row.owner else str(messages.OWNER_ADMINS)
         if user is not None and row.obj is not None:
             row.actions = row_actions(row, user)
             reassign = "reassign" if row.kind == KIND_OPERATION else "assign"

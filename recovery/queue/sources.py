@@ -31,7 +31,7 @@ from django.db import connection
 from django.utils import timezone
 
 from intake.models import EnquiryState
-from ledger.models import Integration, Op
+from ledger.models import Integration, OperationState
 from ledger.policies import POLICIES
 from ledger.receipt import FAILURES_FOR_A_PERSON
 from recovery.models import Queue
@@ -65,7 +65,7 @@ ENQUIRY_QUEUES = [
         Queue.SUBMISSION_UNKNOWN,
         "state = %s AND NOT EXISTS (SELECT 1 FROM ledger_operation o WHERE "
         "o.enquiry_id = intake_enquiry.id AND o.state IN (%s, %s))",
-        [EnquiryState.SUBMISSION_UNKNOWN, Op.UNKNOWN, Op.FAILED],
+        [EnquiryState.SUBMISSION_UNKNOWN, OperationState.UNKNOWN, OperationState.FAILED],
         1,
         True,
     ),
@@ -247,7 +247,7 @@ def branches(
     actions = tuple(sorted(CUSTOMER_AFFECTING_ACTIONS))
     in_actions = "action IN (" + ", ".join(["%s"] * len(actions)) + ")"
     customer_op = (f"CASE WHEN {in_actions} THEN 1 ELSE 0 END", list(actions))
-    for state in (Op.UNKNOWN, Op.FAILED):
+    for state in (OperationState.UNKNOWN, OperationState.FAILED):
         for integration_id, name in [*integrations, (None, None)]:
             if integration_id is None:
                 # IS NULL is no equality to PostgreSQL: ordered by the index's own columns,

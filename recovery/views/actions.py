@@ -12,9 +12,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+import recovery.messages
 from intake.models import Enquiry, EnquiryState, Revision
 from ledger import policies
-from recovery import messages as said
 from recovery import permissions
 from recovery.operator_actions import ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views.common import (
@@ -81,8 +81,8 @@ def act(request, action, subject, *, allowed, state, on_refusal):
     if not form.is_valid():
         return on_refusal(form, 422, "")
     if action.name not in allowed:
-        message = said.CANNOT_FOR_OPERATION if action.subject == "operation" else None
-        message = (message or said.CANNOT_FOR_ENQUIRY) % {
+        message = recovery.messages.CANNOT_FOR_OPERATION if action.subject == "operation" else None
+        message = (message or recovery.messages.CANNOT_FOR_ENQUIRY) % {
             "action": action.label,
             "state": in_sentence(state),
         }
@@ -93,9 +93,9 @@ def act(request, action, subject, *, allowed, state, on_refusal):
         action.perform(subject, form, request.user)
     except REFUSALS as exc:
         log.info("refused %s by %s: %s", request.path, request.user, exc)
-        fallback = said.NOT_POSSIBLE_FOR_ITEM
+        fallback = recovery.messages.NOT_POSSIBLE_FOR_ITEM
         if action.subject == "enquiry":
-            fallback = said.NOT_POSSIBLE_FOR_ENQUIRY
+            fallback = recovery.messages.NOT_POSSIBLE_FOR_ENQUIRY
         return on_refusal(form, 409, str(exc) or fallback)
     return None
 
@@ -123,7 +123,7 @@ def operation_action(request, op_id, action):
         def on_refusal(form, status, message):
             errors = [e for field in form.errors.values() for e in field]
             if status == 409 and not form.errors and action.name not in allowed:
-                message = said.CANNOT_FOR_OPERATION % {
+                message = recovery.messages.CANNOT_FOR_OPERATION % {
                     "action": action.label.lower(),
                     "state": op.get_state_display(),
                 }
@@ -220,9 +220,12 @@ def next_for_review(request, decided, done):
     )
     if following is None:
         skipped = waiting.filter(Exists(own_edit)).count()
-        message = said.REVIEWED_NONE_WAITING % {"reference": decided.reference, "done": done}
+        message = recovery.messages.REVIEWED_NONE_WAITING % {
+            "reference": decided.reference,
+            "done": done,
+        }
         if skipped:
-            message = said.REVIEWED_ONLY_OWN_EDITS % {
+            message = recovery.messages.REVIEWED_ONLY_OWN_EDITS % {
                 "reference": decided.reference,
                 "done": done,
                 "count": skipped,
@@ -233,7 +236,7 @@ def next_for_review(request, decided, done):
     waiting = following
     messages.success(
         request,
-        said.REVIEWED_NEXT_WAITING
+        recovery.messages.REVIEWED_NEXT_WAITING
         % {"reference": decided.reference, "done": done, "next": waiting},
     )
     # The next enquiry opens at its top (its words, its diff), not at the form's #actions.

@@ -17,14 +17,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+import recovery.messages
 from intake import services as intake_services
 from intake.models import Enquiry
 from ledger import policies
 from ledger import services as ledger_services
 from ledger.models import Operation
-from recovery import messages as said
-from recovery import permissions
-from recovery import queue as work
+from recovery import permissions, queue
 from recovery.forms import TAKE_REASON, BulkForm, people
 from recovery.operator_actions import ASSIGN_PERMISSIONS, ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views.common import (
@@ -63,13 +62,13 @@ def take_operation(request, op_id):
     except REFUSALS as exc:
         messages.error(
             request,
-            said.NOT_TAKEN % {"reference": op.reference, "why": exc},
+            recovery.messages.NOT_TAKEN % {"reference": op.reference, "why": exc},
             extra_tags=placed,
         )
     else:
         messages.success(
             request,
-            said.OPERATION_TAKEN % {"reference": op.reference, "action": op.action},
+            recovery.messages.OPERATION_TAKEN % {"reference": op.reference, "action": op.action},
             extra_tags=placed,
         )
     return redirect(back)
@@ -90,10 +89,14 @@ def take_enquiry(request, reference):
         )
     except REFUSALS as exc:
         messages.error(
-            request, said.NOT_TAKEN % {"reference": reference, "why": exc}, extra_tags=placed
+            request,
+            recovery.messages.NOT_TAKEN % {"reference": reference, "why": exc},
+            extra_tags=placed,
         )
     else:
-        messages.success(request, said.ENQUIRY_TAKEN % {"reference": reference}, extra_tags=placed)
+        messages.success(
+            request, recovery.messages.ENQUIRY_TAKEN % {"reference": reference}, extra_tags=placed
+        )
     return redirect(back)
 
 
@@ -101,8 +104,8 @@ def _selected(form) -> tuple[list[Operation], list[Enquiry], int]:
     """(operations, enquiries, how many more the group held than BULK_LIMIT)."""
     group = form.cleaned_data.get("group")
     if group is not None:
-        rows = work.all_rows(
-            timezone.now(), work.Filters(group=group, sort="age"), limit=BULK_LIMIT + 1
+        rows = queue.all_rows(
+            timezone.now(), queue.Filters(group=group, sort="age"), limit=BULK_LIMIT + 1
         )
         ids = [row["q_key"] for row in rows]
         over = max(0, len(ids) - BULK_LIMIT)
@@ -122,9 +125,9 @@ def _act(call) -> tuple[bool, str]:
     try:
         call()
     except REFUSALS as exc:
-        return False, str(exc) or str(said.BULK_NOT_POSSIBLE)
+        return False, str(exc) or str(recovery.messages.BULK_NOT_POSSIBLE)
     except PermissionDenied as exc:
-        return False, str(exc) or str(said.BULK_MAY_NOT)
+        return False, str(exc) or str(recovery.messages.BULK_MAY_NOT)
     return True, ""
 
 
@@ -171,7 +174,7 @@ def bulk(request):
                 "what": action_label(op.action),
                 "url": reverse("recovery:operation", args=[op.pk]),
                 "done": done,
-                "outcome": str(said.BULK_DONE[action]) if done else why,
+                "outcome": str(recovery.messages.BULK_DONE[action]) if done else why,
             }
         )
     for enquiry in enquiries:
@@ -182,14 +185,15 @@ def bulk(request):
                 )
             )
         else:
-            done, why = False, said.BULK_NOT_FOR_ENQUIRY % {"action": action}
+            done, why = False, recovery.messages.BULK_NOT_FOR_ENQUIRY % {"action": action}
         results.append(
             {
                 "reference": enquiry.reference,
-                "what": said.BULK_WHAT_ENQUIRY % {"state": enquiry.get_state_display()},
+                "what": recovery.messages.BULK_WHAT_ENQUIRY
+                % {"state": enquiry.get_state_display()},
                 "url": reverse("recovery:enquiry", args=[enquiry.reference]),
                 "done": done,
-                "outcome": str(said.BULK_DONE[action]) if done else why,
+                "outcome": str(recovery.messages.BULK_DONE[action]) if done else why,
             }
         )
     log.info("bulk %s by %s: %d items", action, user, len(results))
@@ -218,7 +222,7 @@ def bulk_results(request, token):
         # Summaries are kept a while in the session, then gone (410): the journal keeps the rest.
         return render(request, "recovery/bulk_results.html", {"missing": True}, status=410)
     results = summary["results"]
-    key = work.GroupKey.parse(summary["group"]) if summary["group"] else None
+    key = queue.GroupKey.parse(summary["group"]) if summary["group"] else None
     done = sum(1 for r in results if r["done"])
     label = {"reconcile": "Reconcile now", "retry": "Retry", "cancel": "Cancel safely"}
     return render(

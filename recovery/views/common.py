@@ -11,11 +11,11 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
+import ledger.messages
+import recovery.messages
 from intake.models import Enquiry
 from intake.workflow import ActionRefused
-from ledger import messages as ledger_said
 from ledger.models import Operation
-from recovery import messages as said
 from recovery.permissions import VIEW_PERMISSION
 
 log = logging.getLogger("recovery.actions")
@@ -48,11 +48,11 @@ def console_view(view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if not request.user.has_perm(VIEW_PERMISSION):
-            return forbidden(request, said.NO_CONSOLE_ROLE)
+            return forbidden(request, recovery.messages.NO_CONSOLE_ROLE)
         try:
             return view(request, *args, **kwargs)
         except PermissionDenied as exc:
-            return forbidden(request, str(exc) or said.MAY_NOT)
+            return forbidden(request, str(exc) or recovery.messages.MAY_NOT)
 
     return wrapper
 
@@ -60,7 +60,8 @@ def console_view(view):
 def require(user, permission: str, what: str):
     if not user.has_perm(permission):
         raise PermissionDenied(
-            said.NEEDS_PERMISSION % {"what": what, "who": ledger_said.holders(permission)}
+            recovery.messages.NEEDS_PERMISSION
+            % {"what": what, "who": ledger.messages.holders(permission)}
         )
 
 
@@ -94,7 +95,7 @@ def run(request, back: str, call, done: str):
     try:
         call()
     except REFUSALS as exc:
-        messages.error(request, str(exc) or said.NOT_POSSIBLE_FOR_ITEM)
+        messages.error(request, str(exc) or recovery.messages.NOT_POSSIBLE_FOR_ITEM)
         log.info("refused %s by %s: %s", request.path, request.user, exc)
     else:
         messages.success(request, done)
@@ -148,11 +149,13 @@ def paginate(request, object_list, per_page: int, *, cap: int = 10_000):
     raw = request.GET.get("page", "")
     number = int_param(request.GET, "page")
     if raw and (number is None or number < 1):
-        notes.append(said.PAGE_NOT_UNDERSTOOD % {"page": raw[:40]})
+        notes.append(recovery.messages.PAGE_NOT_UNDERSTOOD % {"page": raw[:40]})
         number = 1
     number = number or 1
     if number > paginator.num_pages:
-        notes.append(said.NO_SUCH_PAGE % {"number": number, "last": paginator.num_pages})
+        notes.append(
+            recovery.messages.NO_SUCH_PAGE % {"number": number, "last": paginator.num_pages}
+        )
         number = paginator.num_pages
     return paginator.page(number), notes
 

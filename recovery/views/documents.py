@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+import recovery.messages
 from intake.documents import REVISABLE, correct_document_field
 from intake.models import Document
 from ledger import http
@@ -21,7 +22,6 @@ from ledger import services as ledger_services
 from ledger.connectors.base import ConnectorError
 from ledger.kinds import WEBDAV
 from ledger.models import Integration
-from recovery import messages as said
 from recovery.forms import DocumentCorrectionForm, ReasonForm
 from recovery.views.common import REFUSALS, console_view, get_enquiry_for_user, log, require
 
@@ -126,7 +126,7 @@ def correct(request, reference, pk):
     except REFUSALS as exc:
         log.info("refused %s by %s: %s", request.path, request.user, exc)
         return _refused(request, enquiry, document, "correct", form, 409, str(exc))
-    done = said.DOCUMENT_CORRECTED % {"field": field, "document": document.document_id}
+    done = recovery.messages.DOCUMENT_CORRECTED % {"field": field, "document": document.document_id}
     messages.success(request, done, extra_tags=f"at-doc-{document.pk}")
     return redirect(_back(reference, document))
 
@@ -146,7 +146,7 @@ def reprocess(request, reference, pk):
     except REFUSALS as exc:
         log.info("refused %s by %s: %s", request.path, request.user, exc)
         return _refused(request, enquiry, document, "reprocess", form, 409, str(exc))
-    done = said.DOCUMENT_READ_AGAIN % {
+    done = recovery.messages.DOCUMENT_READ_AGAIN % {
         "document": document.document_id,
         "version": document.version,
     }

@@ -7,12 +7,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+import recovery.messages
 from config.destinations import shown
 from ledger import services as ledger_services
 from ledger.models import Integration, JournalEntry
-from recovery import durations
-from recovery import messages as said
-from recovery import queue as work
+from recovery import durations, queue
 from recovery.explain import RUNBOOKS
 from recovery.forms import LABELS, SECONDS, IntegrationForm, ReasonForm, ReleaseForm
 from recovery.models import ResponsePolicy
@@ -31,7 +30,7 @@ from recovery.views.common import (
 def integration_list(request):
     integrations = list(
         Integration.objects.select_related("owner", "paused_by")
-        .annotate(held=work.held_count())
+        .annotate(held=queue.held_count())
         .order_by("name")
     )
     policies = list(
@@ -67,7 +66,7 @@ def pause(request, name):
     if not form.is_valid():
         return form_refused(request, form, back)
     if integration.paused:
-        messages.error(request, said.ALREADY_PAUSED % {"integration": integration})
+        messages.error(request, recovery.messages.ALREADY_PAUSED % {"integration": integration})
         return redirect(back)
     return run(
         request,
@@ -75,7 +74,7 @@ def pause(request, name):
         lambda: ledger_services.pause_integration(
             name, actor=request.user, reason=form.cleaned_data["reason"]
         ),
-        said.PAUSED % {"integration": integration},
+        recovery.messages.PAUSED % {"integration": integration},
     )
 
 
@@ -89,7 +88,7 @@ def resume(request, name):
     if not form.is_valid():
         return form_refused(request, form, back)
     if not integration.paused:
-        messages.error(request, said.NOT_PAUSED % {"integration": integration})
+        messages.error(request, recovery.messages.NOT_PAUSED % {"integration": integration})
         return redirect(back)
     response = run(
         request,
@@ -97,7 +96,7 @@ def resume(request, name):
         lambda: ledger_services.resume_integration(
             name, actor=request.user, reason=form.cleaned_data["reason"]
         ),
-        said.RESUMED % {"integration": integration},
+        recovery.messages.RESUMED % {"integration": integration},
     )
     integration.refresh_from_db()
     return response if not integration.paused else redirect(back)
@@ -114,12 +113,14 @@ def check(request, name):
     if problems:
         for problem in problems:
             messages.error(
-                request, said.CHECK_PROBLEM % {"integration": integration, "problem": problem}
+                request,
+                recovery.messages.CHECK_PROBLEM % {"integration": integration, "problem": problem},
             )
     else:
         messages.success(
             request,
-            said.CHECK_READY % {"integration": integration, "url": shown(integration.base_url)},
+            recovery.messages.CHECK_READY
+            % {"integration": integration, "url": shown(integration.base_url)},
         )
     return redirect(reverse("recovery:integrations"))
 
@@ -175,7 +176,9 @@ def release(request, name):
     if not form.is_valid():
         return form_refused(request, form, back)
     if integration.paused:
-        messages.error(request, said.PAUSED_BEFORE_RELEASE % {"integration": integration})
+        messages.error(
+            request, recovery.messages.PAUSED_BEFORE_RELEASE % {"integration": integration}
+        )
         return redirect(back)
     wanted = set(form.cleaned_data["operations"])
     chosen = [op for op in held if str(op.pk) in wanted]
@@ -202,8 +205,8 @@ def release(request, name):
             reason=form.cleaned_data["reason"],
             operation_ids=[op.pk for op in chosen],
         ),
-        said.RELEASED % {"n": n}
-        + (" " + said.STAY_HELD % {"n": len(held) - n} if len(held) > n else ""),
+        recovery.messages.RELEASED % {"n": n}
+        + (" " + recovery.messages.STAY_HELD % {"n": len(held) - n} if len(held) > n else ""),
     )
 
 
@@ -282,7 +285,9 @@ def integration_settings(request, name):
             else:
                 changed = ", ".join(_label(field).lower() for field in changes)
                 messages.success(
-                    request, said.SETTINGS_SAVED % {"integration": integration, "changed": changed}
+                    request,
+                    recovery.messages.SETTINGS_SAVED
+                    % {"integration": integration, "changed": changed},
                 )
                 return redirect(reverse("recovery:integrations") + f"#integration-{name}")
     else:

@@ -8,12 +8,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+import ledger.messages
 from intake.models import Category, IntakeEvent
 from intake.services import customer_matches
-from ledger import messages as ledger_said
 from ledger import policies
 from ledger import services as ledger_services
-from ledger.models import Action, Attempt, JournalEntry, Op, Operation
+from ledger.models import Action, Attempt, JournalEntry, Operation, OperationState
 from recovery import explain, ownership, permissions, story
 from recovery.forms import EditForm, people
 from recovery.operator_actions import ACTIONS
@@ -59,7 +59,7 @@ def _locked_actions(op, allowed):
             continue
         if action == "retry" and not explain.retry_advised(op):
             continue
-        who = ledger_said.holders(policies.permission_for(op, action))
+        who = ledger.messages.holders(policies.permission_for(op, action))
         if action == "cancel" and op.ends_enquiry():
             why = f"it ends the enquiry: only {who} may"
         else:
@@ -136,7 +136,8 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     op.journal = [row for row in journal if row.subject_id == str(op.pk)]
     op.reconcile_status = explain.reconcile_status(op, op.journal)
     op.polling = bool(
-        (op.reconcile_status and op.reconcile_status.pending) or op.state == Op.SUBMITTED
+        (op.reconcile_status and op.reconcile_status.pending)
+        or op.state == OperationState.SUBMITTED
     )
     queue = ownership.operation_queue(op)
     op.policy = ownership.policy_for(queue, op.integration_id) if queue else None
@@ -201,7 +202,9 @@ def item_context(request, enquiry, *, bound=None):
     # owner (the write's), and it is reassigned there. Out of every queue itself, an enquiry
     # whose other work is in one (a failed acknowledgement) shows that work's owner: the page
     # names the one owner the queue row names.
-    queued = [op for op in operations if op.state in (Op.UNKNOWN, Op.FAILED)]
+    queued = [
+        op for op in operations if op.state in (OperationState.UNKNOWN, OperationState.FAILED)
+    ]
     delivering = next(
         (op for op in reversed(queued) if op.action == Action.CREATE_ENQUIRY),
         None,

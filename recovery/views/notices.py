@@ -13,8 +13,8 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods
 
+import recovery.messages
 from ledger import journal, notices
-from recovery import messages as said
 from recovery.models import NoticePreference, OperatorNotice
 from recovery.views.common import console_view
 
@@ -65,7 +65,9 @@ def my_notices(request):
                     reason="turned on" if wanted else "turned off",
                     evidence={"enabled": wanted},
                 )
-        messages.success(request, said.NOTICES_ON if wanted else said.NOTICES_OFF)
+        messages.success(
+            request, recovery.messages.NOTICES_ON if wanted else recovery.messages.NOTICES_OFF
+        )
         return redirect("recovery:me")
     recent = (
         OperatorNotice.objects.filter(user=user)

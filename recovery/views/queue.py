@@ -23,12 +23,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET
 
+import recovery.queue
 from intake.models import Enquiry, EnquiryState, Revision, Suggestion, search_query
 from ledger import limits
 from ledger.models import Integration, JournalEntry
-from recovery import messages as said
-from recovery import ownership
-from recovery import queue as work
+from recovery import messages, ownership
 from recovery.forms import BulkForm, people
 from recovery.models import Queue, QueueVisit
 from recovery.views.common import console_view, int_param, paginate, require
@@ -46,7 +45,7 @@ QUICK_VIEWS = [
 ]
 REVIEW_PAGE_SIZE = 20
 SEARCH_PAGE_SIZE = 50
-MAX_QUEUE_PAGE = 100_000 // work.PAGE_SIZE  # as far as anyone pages: 100,000 rows
+MAX_QUEUE_PAGE = 100_000 // recovery.queue.PAGE_SIZE  # as far as anyone pages: 100,000 rows
 
 
 def record_visit(user, queues):
@@ -134,19 +133,19 @@ def queue_moved(request):
 @require_GET
 @console_view
 def queue(request):
-    filters = work.Filters.from_request(request)
+    filters = recovery.queue.Filters.from_request(request)
     notes = list(filters.not_understood)
     raw = request.GET.get("page", "")
     number = int_param(request.GET, "page")
     if raw and not number:
-        notes.append(said.PAGE_NOT_UNDERSTOOD % {"page": raw[:40]})
+        notes.append(messages.PAGE_NOT_UNDERSTOOD % {"page": raw[:40]})
     elif number and number > MAX_QUEUE_PAGE:
         # Past the count's cap the page is an OFFSET that every group reads up to.
-        notes.append(said.PAGE_TOO_FAR % {"number": number, "last": MAX_QUEUE_PAGE})
+        notes.append(messages.PAGE_TOO_FAR % {"number": number, "last": MAX_QUEUE_PAGE})
         number = MAX_QUEUE_PAGE
-    page = work.page(filters, number or 1, user=request.user)
+    page = recovery.queue.page(filters, number or 1, user=request.user)
     if number and number > page.number:
-        notes.append(said.NO_SUCH_PAGE % {"number": number, "last": page.number})
+        notes.append(messages.NO_SUCH_PAGE % {"number": number, "last": page.number})
     moved = moved_away(request.user)
     record_visit(request.user, inspected_queues(page, filters))
     current = request.GET.copy()
@@ -160,10 +159,10 @@ def queue(request):
             "notes": notes,
             "moved": moved,
             "loaded_at": timezone.now(),
-            "failure_groups": work.failure_groups(filters),
+            "failure_groups": recovery.queue.failure_groups(filters),
             "group_label": group_label(filters.group) if filters.group else "",
-            "sorts": [(value, label) for value, (label, _sql) in work.SORTS.items()],
-            "sort_label": work.SORTS[filters.sort][0],
+            "sorts": [(value, label) for value, (label, _sql) in recovery.queue.SORTS.items()],
+            "sort_label": recovery.queue.SORTS[filters.sort][0],
             "quick_views": QUICK_VIEWS,
             "current_query": current.urlencode(),
             **bulk_menu(page.rows, request.user),
@@ -180,7 +179,7 @@ def queue(request):
 def bulk_menu(rows, user) -> dict:
     """The bulk menu offers what this person may do to at least one row shown, and says who
     may do the rest (never an action that would come back "0 done, N refused")."""
-    from ledger import messages as ledger_said
+    import ledger.messages
     from ledger.policies import permission_for
 
     offered = {a for row in rows for a in getattr(row, "actions", ())}
@@ -191,10 +190,10 @@ def bulk_menu(rows, user) -> dict:
     for value, label in BulkForm.ACTIONS:
         if value in offered:
             continue
-        ops = [r.obj for r in rows if r.kind == work.KIND_OPERATION and r.obj is not None]
+        ops = [r.obj for r in rows if r.kind == recovery.queue.KIND_OPERATION and r.obj is not None]
         needed = {permission_for(op, value) for op in ops if value in _state_allows(op)}
         if needed:
-            who = " or ".join(sorted({ledger_said.holders(p) for p in needed}))
+            who = " or ".join(sorted({ledger.messages.holders(p) for p in needed}))
             others.append(f"{label}: only {who} may")
     return {"bulk_actions": actions, "bulk_others": others}
 
@@ -254,7 +253,9 @@ def review_list(request):
     if unresolved == "1":
         qs = qs.filter(category__isnull=True)
     elif unresolved:
-        notes.append(said.FILTER_NOT_UNDERSTOOD % {"name": "unresolved", "value": unresolved[:40]})
+        notes.append(
+            messages.FILTER_NOT_UNDERSTOOD % {"name": "unresolved", "value": unresolved[:40]}
+        )
     page, page_notes = paginate(request, qs, REVIEW_PAGE_SIZE)
     record_visit(request.user, [Queue.REVIEW])  # only reviewers reach this page
     return render(
@@ -284,7 +285,7 @@ def bounded_query(raw: str) -> tuple[str, list[str]]:
     if len(words) > SEARCH_WORDS:
         dropped = " ".join(words[SEARCH_WORDS:])
         notes.append(
-            said.SEARCH_WORDS_DROPPED
+            messages.SEARCH_WORDS_DROPPED
             % {"limit": SEARCH_WORDS, "dropped": dropped[:60] + ("…" if len(dropped) > 60 else "")}
         )
     return " ".join(words[:SEARCH_WORDS]), notes
@@ -389,7 +390,7 @@ def enquiry_list(request):
     if state in EnquiryState.values:
         qs = qs.filter(state=state)
     elif state:
-        notes.append(said.FILTER_NOT_UNDERSTOOD % {"name": "state", "value": state[:40]})
+        notes.append(messages.FILTER_NOT_UNDERSTOOD % {"name": "state", "value": state[:40]})
     references = []
     unsearched = qs
     if q:

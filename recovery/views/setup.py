@@ -11,10 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+import recovery.messages
 from intake.models import Category
 from ledger.models import JournalEntry
 from recovery import durations, setup
-from recovery import messages as said
 from recovery.models import Queue, ResponsePolicy
 from recovery.readiness import findings
 from recovery.setupforms import CategoryForm, PersonForm, PolicyForm
@@ -116,7 +116,7 @@ def _save(request, form, call, back, done):
     except REFUSALS as exc:
         form.add_error(None, str(exc))
         return None
-    messages.success(request, done if diff else said.SETUP_NOTHING_CHANGED)
+    messages.success(request, done if diff else recovery.messages.SETUP_NOTHING_CHANGED)
     return redirect(back)
 
 
@@ -136,7 +136,7 @@ def policy_edit(request, key):
                 queue, actor=request.user, reason=reason, changes=form.changes()
             ),
             reverse("recovery:setup") + "#queues",
-            said.SETUP_QUEUE_SAVED % {"queue": label},
+            recovery.messages.SETUP_QUEUE_SAVED % {"queue": label},
         )
         if done:
             return done
@@ -174,7 +174,7 @@ def category_edit(request, slug=None):
                 key, actor=request.user, reason=reason, changes=form.changes()
             ),
             reverse("recovery:setup") + "#categories",
-            said.SETUP_CATEGORY_SAVED % {"category": form.cleaned_data["name"]},
+            recovery.messages.SETUP_CATEGORY_SAVED % {"category": form.cleaned_data["name"]},
         )
         if done:
             return done
@@ -235,7 +235,7 @@ def person_edit(request, pk):
                 may_recover=form.cleaned_data["may_recover"],
             ),
             reverse("recovery:people"),
-            said.SETUP_PERSON_SAVED % {"person": person.get_username()},
+            recovery.messages.SETUP_PERSON_SAVED % {"person": person.get_username()},
         )
         if done:
             return done

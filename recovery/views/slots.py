@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+import recovery.messages
 from ledger import services as ledger_services
-from recovery import messages as said
 from recovery.views.common import REFUSALS, console_view, get_enquiry_for_user, require
 
 REVIEW_PERMISSION = "intake.review_enquiry"
@@ -43,12 +43,14 @@ def read_slots(request, reference):
     enquiry = get_enquiry_for_user(request.user, reference)
     refused = None
     if not ledger_services.needs_visit(enquiry):
-        refused = said.SLOTS_NOT_NEEDED % {"reference": reference}
+        refused = recovery.messages.SLOTS_NOT_NEEDED % {"reference": reference}
     else:
         try:
-            ledger_services.request_slots(enquiry.pk, actor=request.user, reason=said.SLOTS_REASON)
+            ledger_services.request_slots(
+                enquiry.pk, actor=request.user, reason=recovery.messages.SLOTS_REASON
+            )
         except REFUSALS as exc:
-            refused = str(exc) or said.NOT_POSSIBLE_FOR_ITEM
+            refused = str(exc) or recovery.messages.NOT_POSSIBLE_FOR_ITEM
     if request.headers.get("HX-Request"):
         # htmx swaps 2xx answers only: a refusal is said inside the card it replaces.
         return _card(request, enquiry, refused=refused or "")

@@ -68,6 +68,7 @@ def _load_settings(script: str = LOAD, **env: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow  # a Python of its own
 def test_loading_the_settings_without_a_database_url_starts_nothing():
     """No DATABASE_URL: the embedded backend is named, and the server is started by the first
     connection (config/embedded/base.py), not by django.setup()."""
@@ -78,6 +79,7 @@ def test_loading_the_settings_without_a_database_url_starts_nothing():
     assert loaded["database_url"] == ""
 
 
+@pytest.mark.slow  # a Python of its own
 def test_production_installs_no_test_equipment():
     production = _load_settings(DEBUG="0", HANDOVER_TESTING="0", HANDOVER_DEV_TOOLS="0")
     assert "ledger" in production["apps"]
@@ -86,12 +88,13 @@ def test_production_installs_no_test_equipment():
     assert {"sandbox", "harness"} <= set(development["apps"])
 
 
+@pytest.mark.slow  # a Python of its own
 def test_a_test_run_installs_the_test_equipment_unless_told_not_to():
     """The tests' own processes (pytest sets PYTEST_VERSION) have the apps by default."""
     assert {"sandbox", "harness"} <= set(_load_settings(HANDOVER_TESTING="1")["apps"])
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # a Python of its own
 def test_the_first_connection_starts_the_embedded_server():
     """The embedded server under var/pgdata (as `make run` uses it): started by the first
     query, and its address handed on to child processes through DATABASE_URL."""

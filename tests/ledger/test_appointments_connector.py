@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from ledger import appointments
-from ledger.models import Op
+from ledger.models import OperationState
 from ledger.services import request_slots, slots_view
 from sandbox.services.appointments import appointment_slots
 
@@ -22,7 +22,7 @@ def test_a_read_of_the_sandbox_takes_its_taken_slots_as_busy(
     enquiry = visit_enquiry()
     op, how = request_slots(enquiry.pk, actor=reviewer, reason="slots for review")
     assert how == "requested"
-    run_queue(until=lambda: op.refresh_from_db() or op.state == Op.CONFIRMED)
+    run_queue(until=lambda: op.refresh_from_db() or op.state == OperationState.CONFIRMED)
 
     days = appointments.working_days(datetime.fromisoformat(op.result["as_of"]), 5)
     assert sandbox.stats()["requests"]["appointments.list"] == len(days) == 5
@@ -50,6 +50,6 @@ def test_a_refused_day_fails_the_read_visibly(
     sandbox.fault("appointments.list", "error_422", count=1)
     enquiry = visit_enquiry()
     op, _ = request_slots(enquiry.pk, actor=reviewer, reason="slots for review")
-    run_queue(until=lambda: op.refresh_from_db() or op.state == Op.FAILED)
+    run_queue(until=lambda: op.refresh_from_db() or op.state == OperationState.FAILED)
     assert op.attention == "invalid"
     assert slots_view(enquiry).state == "failed"

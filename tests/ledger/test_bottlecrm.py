@@ -16,7 +16,7 @@ from intake.models import EnquiryState
 from ledger import execution
 from ledger.connectors.bottlecrm import case_name
 from ledger.execution import Lookup
-from ledger.models import Integration, JournalEntry, Op
+from ledger.models import Integration, JournalEntry, OperationState
 
 pytestmark = [pytest.mark.slow, pytest.mark.bottlecrm]
 
@@ -94,7 +94,7 @@ def test_an_approved_enquiry_becomes_exactly_one_case_confirmed_with_its_id(
     assert execution.execute(op.pk) == "confirmed"
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, enquiry.state) == (Op.CONFIRMED, EnquiryState.CONFIRMED)
+    assert (op.state, enquiry.state) == (OperationState.CONFIRMED, EnquiryState.CONFIRMED)
     (case,) = bottlecrm.cases(ref)
     assert op.external_id == str(case["id"])
     stored = bottlecrm.get_case(op.external_id)
@@ -129,7 +129,7 @@ def test_a_bad_token_fails_as_auth_the_owner_is_told_and_nothing_is_retried(
 
     enquiry, op = refreshed(enquiry, op)
     # The queue's owner by the response policy owns it; the integration's owner is told.
-    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", None)
+    assert (op.state, op.attention, op.owner) == (OperationState.FAILED, "auth", None)
     assert op.last_error_message.startswith("403: ")
     assert "True" not in op.last_error_message
     assert op.next_attempt_at is None and op.attempts.count() == 1
@@ -164,7 +164,7 @@ def test_bottlecrm_refusing_a_field_fails_with_its_own_words_on_the_item_page(
         bottlecrm.api("DELETE", f"/api/custom-fields/{field['id']}/")
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.attention) == (Op.FAILED, "invalid")
+    assert (op.state, op.attention) == (OperationState.FAILED, "invalid")
     assert "custom_fields.ward: is required" in op.last_error_message
     assert "True" not in op.last_error_message
     assert op.attempts.count() == 1  # refused as it is: never repeated
@@ -187,14 +187,14 @@ def test_a_create_whose_case_already_exists_is_uncertain_then_reconciled_to_that
     assert execution.execute(op.pk) == "unknown"
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.last_error_class) == (Op.UNKNOWN, "uncertain")
+    assert (op.state, op.last_error_class) == (OperationState.UNKNOWN, "uncertain")
     assert "already exists" in op.last_error_message
     assert enquiry.state == EnquiryState.SUBMISSION_UNKNOWN
 
     assert execution.reconcile(op.pk) is Lookup.CONFIRMED
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.external_id) == (Op.CONFIRMED, str(earlier["id"]))
+    assert (op.state, op.external_id) == (OperationState.CONFIRMED, str(earlier["id"]))
     assert enquiry.state == EnquiryState.CONFIRMED
     assert bottlecrm.case_count(ref) == 1
     assert bottlecrm.count_all_cases() == before
@@ -238,7 +238,9 @@ def test_without_the_custom_field_the_check_says_so_and_a_create_is_not_confirme
     execution.execute(op.pk)
 
     enquiry, op = refreshed(enquiry, op)
-    assert op.state == Op.UNKNOWN  # BottleCRM said 200, but nothing proves it is this enquiry's
+    assert (
+        op.state == OperationState.UNKNOWN
+    )  # BottleCRM said 200, but nothing proves it is this enquiry's
     assert op.attention == "reference_not_stored"
     made = op.result["unconfirmed_external_id"]
     assert crm.get_case(made) is not None  # the case the person is pointed at exists

@@ -11,7 +11,7 @@ from ledger import execution, http
 from ledger.connectors.base import ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import NAME_MAX, ZWJ, _continues, case_name
 from ledger.execution import Lookup
-from ledger.models import JournalEntry, Op, Operation
+from ledger.models import JournalEntry, Operation, OperationState
 from ledger.policies import allowed_actions
 from tests.ledger.bottlecrm_fake import ScriptedDestination, case, created, listed
 
@@ -84,7 +84,11 @@ def test_an_approved_enquiry_is_posted_as_a_case_carrying_its_reference(approved
     assert execution.execute(op.pk) == "confirmed"
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.external_id, enquiry.state) == (Op.CONFIRMED, "c-1", "confirmed")
+    assert (op.state, op.external_id, enquiry.state) == (
+        OperationState.CONFIRMED,
+        "c-1",
+        "confirmed",
+    )
     (call,) = destination.calls
     assert (call.method, call.url) == ("POST", f"{BASE}/api/cases/")
     assert call.headers["Authorization"] == f"Bearer {TOKEN}"
@@ -128,7 +132,9 @@ def test_a_200_that_does_not_echo_the_reference_waits_for_a_person_with_the_case
     execution.execute(op.pk)
 
     enquiry, op = refreshed(enquiry, op)
-    assert op.state == Op.UNKNOWN  # not confirmed: nothing proves this case is the enquiry's
+    assert (
+        op.state == OperationState.UNKNOWN
+    )  # not confirmed: nothing proves this case is the enquiry's
     assert op.attention == "reference_not_stored"
     assert op.result["unconfirmed_external_id"] == "c-lost"
     assert "c-lost" in op.last_error_message and "external_ref" in op.last_error_message
@@ -155,7 +161,7 @@ def test_name_already_exists_is_uncertain_and_reconciles_to_the_existing_case(
     assert execution.execute(op.pk) == "unknown"
 
     enquiry, op = refreshed(enquiry, op)
-    assert op.state == Op.UNKNOWN and op.last_error_class == "uncertain"
+    assert op.state == OperationState.UNKNOWN and op.last_error_class == "uncertain"
     assert "name: Case already exists with this name" in op.last_error_message
     assert enquiry.state == EnquiryState.SUBMISSION_UNKNOWN
 
@@ -163,7 +169,11 @@ def test_name_already_exists_is_uncertain_and_reconciles_to_the_existing_case(
     assert execution.reconcile(op.pk) is Lookup.CONFIRMED
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.external_id, enquiry.state) == (Op.CONFIRMED, "c-first", "confirmed")
+    assert (op.state, op.external_id, enquiry.state) == (
+        OperationState.CONFIRMED,
+        "c-first",
+        "confirmed",
+    )
     lookup = destination.calls[-1]
     assert (lookup.method, lookup.url) == ("GET", f"{BASE}/api/cases/")
     assert lookup.params == {
@@ -185,7 +195,7 @@ def test_a_refusal_says_what_bottlecrm_said_field_by_field(approved, destination
     execution.execute(op.pk)
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.attention) == (Op.FAILED, "invalid")
+    assert (op.state, op.attention) == (OperationState.FAILED, "invalid")
     assert op.last_error_message == "400: custom_fields.ward: is required; priority: bad"
     assert "True" not in op.last_error_message
     assert enquiry.state == "approved"  # delivery failed: back for a person
@@ -202,7 +212,7 @@ def test_403_is_a_credentials_failure_the_owner_is_told_and_nothing_is_retried(
 
     _enquiry, op = refreshed(enquiry, op)
     # The queue's owner by the response policy owns it; the integration's owner is told.
-    assert (op.state, op.attention, op.owner) == (Op.FAILED, "auth", None)
+    assert (op.state, op.attention, op.owner) == (OperationState.FAILED, "auth", None)
     assert "Organization context is required" in op.last_error_message
     told = JournalEntry.objects.get(action="ledger.integration.credentials_refused")
     assert told.evidence["owner"] == "crm-owner"
@@ -220,7 +230,7 @@ def test_several_cases_with_the_reference_are_duplicates_for_a_person(approved, 
     assert execution.reconcile(op.pk) is Lookup.DUPLICATES
 
     _enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.attention) == (Op.UNKNOWN, "duplicate_records")
+    assert (op.state, op.attention) == (OperationState.UNKNOWN, "duplicate_records")
     assert op.result["duplicates"] == ["c-1", "c-2"]
 
 
@@ -235,7 +245,7 @@ def test_a_case_that_only_starts_with_the_reference_is_not_a_match(approved, des
 
     assert outcome is Lookup.SETTLING  # and believed only after the settle delay
     _enquiry, op = refreshed(enquiry, op)
-    assert op.state == Op.UNKNOWN
+    assert op.state == OperationState.UNKNOWN
     assert op.next_attempt_at is not None
 
 
@@ -264,7 +274,10 @@ def test_compensation_closes_the_case_with_an_encoded_path(approved, destination
     assert (call.method, call.url) == ("PATCH", f"{BASE}/api/cases/c%2F..%2F9%3Fx%3D1/")
     assert call.json_body == {"status": "Closed"}
     compensation.refresh_from_db()
-    assert (compensation.state, compensation.external_id) == (Op.CONFIRMED, "c/../9?x=1")
+    assert (compensation.state, compensation.external_id) == (
+        OperationState.CONFIRMED,
+        "c/../9?x=1",
+    )
 
 
 def test_an_uncertain_close_is_settled_by_reading_the_case_status(approved, destination):

@@ -16,7 +16,7 @@ from harness.processes import wait_until
 from intake.models import EnquiryState
 from ledger import execution
 from ledger.execution import Lookup
-from ledger.models import Attempt, Integration, Op
+from ledger.models import Attempt, Integration, OperationState
 from tests.ledger.test_bottlecrm import point_crm_at, refreshed
 
 pytestmark = [pytest.mark.slow, pytest.mark.bottlecrm]
@@ -130,7 +130,7 @@ def test_an_answer_lost_after_bottlecrm_committed_is_reconciled_to_one_case_with
 
     enquiry, op = refreshed(enquiry, op)
     assert outcome.startswith("unknown"), outcome
-    assert (op.state, enquiry.state) == (Op.UNKNOWN, EnquiryState.SUBMISSION_UNKNOWN)
+    assert (op.state, enquiry.state) == (OperationState.UNKNOWN, EnquiryState.SUBMISSION_UNKNOWN)
     # BottleCRM has the case although Handover never saw the answer.
     assert forwarded(proxy) == 1
     (case,) = bottlecrm.cases(enquiry.reference)
@@ -138,7 +138,7 @@ def test_an_answer_lost_after_bottlecrm_committed_is_reconciled_to_one_case_with
     assert execution.reconcile(op.pk) is Lookup.CONFIRMED
 
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, enquiry.state) == (Op.CONFIRMED, EnquiryState.CONFIRMED)
+    assert (op.state, enquiry.state) == (OperationState.CONFIRMED, EnquiryState.CONFIRMED)
     assert op.external_id == str(case["id"])
     assert [(a.kind, a.outcome) for a in op.attempts.order_by("number")] == [
         ("call", "uncertain"),
@@ -162,7 +162,7 @@ def test_a_late_create_within_the_settle_delay_is_waited_for_and_found_no_duplic
     # not believed and nothing is sent.
     assert execution.reconcile(op.pk) is Lookup.SETTLING
     op.refresh_from_db()
-    assert op.state == Op.UNKNOWN and op.next_attempt_at is not None
+    assert op.state == OperationState.UNKNOWN and op.next_attempt_at is not None
     assert posts(proxy) == 1
 
     land_held_requests(proxy)  # the create arrives after Handover gave up on it
@@ -171,7 +171,7 @@ def test_a_late_create_within_the_settle_delay_is_waited_for_and_found_no_duplic
     # The scheduled look (after the settle delay) finds it.
     assert execution.reconcile(op.pk) is Lookup.CONFIRMED
     enquiry, op = refreshed(enquiry, op)
-    assert (op.state, op.external_id) == (Op.CONFIRMED, str(case["id"]))
+    assert (op.state, op.external_id) == (OperationState.CONFIRMED, str(case["id"]))
     assert enquiry.state == EnquiryState.CONFIRMED
     assert bottlecrm.case_count(enquiry.reference) == 1
     assert posts(proxy) == 1
@@ -205,7 +205,7 @@ def test_a_create_later_than_the_settle_delay_is_retried_and_bottlecrm_refuses_t
     # a settle delay later; made at once here, the late request still held).
     assert execution.reconcile(op.pk) is Lookup.RETRYING
     op.refresh_from_db()
-    assert op.state == Op.APPROVED
+    assert op.state == OperationState.APPROVED
 
     assert execution.execute(op.pk) == "confirmed"
     enquiry, op = refreshed(enquiry, op)
@@ -220,7 +220,7 @@ def test_a_create_later_than_the_settle_delay_is_retried_and_bottlecrm_refuses_t
     log = proxy.log_path.read_text()
     assert "POST /api/cases/ -> 400 (forwarded)" in log  # the late copy, refused by name
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
 
 
 @pytest.mark.django_db(transaction=True)  # the cluster's processes must see the rows
@@ -235,13 +235,13 @@ def test_a_worker_killed_after_bottlecrm_answered_leaves_one_case_after_restart(
 
     assert "FAILPOINT after_call_succeeded" in crashed.log()
     op.refresh_from_db()
-    assert op.state == Op.SUBMITTED  # the ledger never heard BottleCRM's answer
+    assert op.state == OperationState.SUBMITTED  # the ledger never heard BottleCRM's answer
     assert bottlecrm.case_count(enquiry.reference) == 1
 
     restarted = start_cluster(env=env, name="restarted")
     # The sweep on start finds it in flight; the look-up waits for the settle delay (30 s).
     wait_for(
-        lambda: state_of(op) == Op.CONFIRMED,
+        lambda: state_of(op) == OperationState.CONFIRMED,
         timeout=180,
         message=f"reconciled on restart\n{restarted.log(4000)}",
     )

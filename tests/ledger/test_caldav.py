@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ledger import appointments
 from ledger.kinds import KINDS
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from ledger.services import request_slots, slots_view
 from recovery.ownership import item_owner
 
@@ -29,7 +29,7 @@ def local(day, hour):
     return timezone.make_aware(datetime.combine(day, time(hour)))
 
 
-def read_now(enquiry, reviewer, run_queue, *, until=(Op.CONFIRMED,)):
+def read_now(enquiry, reviewer, run_queue, *, until=(OperationState.CONFIRMED,)):
     op, how = request_slots(enquiry.pk, actor=reviewer, reason=REASON)
     assert how == "requested"
 
@@ -145,7 +145,7 @@ def test_unavailable_is_bounded_then_failed_with_an_owner_and_the_old_read_stale
     calendar_proxy.fault("appointments.version", "error_503", count=10)
     later = timezone.now() + timedelta(seconds=301)
     with time_machine.travel(later, tick=True):
-        failed = read_now(enquiry, reviewer, run_queue, until=(Op.FAILED,))
+        failed = read_now(enquiry, reviewer, run_queue, until=(OperationState.FAILED,))
         view = slots_view(enquiry)
 
     assert failed.attention == "retry_budget_exhausted" and failed.owner is None
@@ -165,14 +165,14 @@ def test_unavailable_is_bounded_then_failed_with_an_owner_and_the_old_read_stale
         answered = read_now(enquiry, reviewer, run_queue)
         assert slots_view(enquiry).state == "fresh"
     failed.refresh_from_db()
-    assert answered.state == Op.CONFIRMED and failed.state == Op.CANCELLED
+    assert answered.state == OperationState.CONFIRMED and failed.state == OperationState.CANCELLED
 
 
 def test_refused_credentials_fail_at_once_and_tell_the_owner(
     radicale, point_appointments, visit_enquiry, reviewer, run_queue
 ):
     point_appointments(radicale, token="handover:wrong-password")
-    op = read_now(visit_enquiry(), reviewer, run_queue, until=(Op.FAILED,))
+    op = read_now(visit_enquiry(), reviewer, run_queue, until=(OperationState.FAILED,))
     assert op.attention == "auth" and op.last_error_status == 401
     assert op.attempts.count() == 1
 

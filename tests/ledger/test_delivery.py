@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from ledger import notices
 from ledger.delivery import record_report
-from ledger.models import Integration, JournalEntry, Op, Operation
+from ledger.models import Integration, JournalEntry, Operation, OperationState
 from tests.ledger.factories import make_operation
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -81,7 +81,7 @@ def test_a_bounce_turns_an_accepted_message_into_failed_to_deliver(client, sent)
 
     assert response.status_code == 200
     op.refresh_from_db()
-    assert op.state == Op.FAILED
+    assert op.state == OperationState.FAILED
     assert op.attention == "delivery_failed"
     # Nobody is given it by hand: its queue's owner (the response policy) takes it.
     assert op.owner is None
@@ -99,7 +99,7 @@ def test_a_temporary_failure_changes_nothing(client, sent):
     op, message_id, _ = sent()
     assert post(client, mailgun_event(message_id, severity="temporary")).status_code == 200
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     assert JournalEntry.objects.filter(
         subject_id=str(op.pk), action="ledger.operation.delivery_report"
     ).exists()
@@ -110,7 +110,7 @@ def test_delivered_confirms_a_message_whose_relay_never_replied(client, sent):
     op, message_id, _ = sent("unknown")
     assert post(client, mailgun_event(message_id, event="delivered")).status_code == 200
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     assert op.result["delivery"] == "delivered"
 
 
@@ -119,7 +119,7 @@ def test_a_report_about_another_message_changes_nothing(client, sent):
     op, _message_id, _ = sent()
     assert post(client, mailgun_event("<not-ours@example.org>")).status_code == 200
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
 
 
 @CONFIGURED
@@ -137,7 +137,7 @@ def test_a_report_not_signed_by_the_provider_is_refused(client, sent, change):
     response = post(client, body, auth=change.get("auth", BASIC))
     assert response.status_code == 400
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
 
 
 @CONFIGURED
@@ -167,4 +167,4 @@ def test_get_is_refused_and_changes_nothing(client, sent):
     op, _message_id, _ = sent()
     assert client.get(URL).status_code == 405
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from intake.services import request_information
 from ledger import notices
-from ledger.models import Attempt, Op, Operation
+from ledger.models import Attempt, Operation, OperationState
 from ledger.proposals import acknowledgement_payload
 from ledger.services import LEDGER, propose, retry_operation
 from recovery.ownership import item_owner
@@ -50,11 +50,15 @@ def test_accepted_message_is_confirmed_with_the_relays_queue_id(
 ):
     enquiry = make_enquiry(email="resident@example.org")
     op = acknowledge(enquiry)
-    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
 
     op.refresh_from_db()
     message_id = notices.message_id(op.idempotency_key)
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     assert mail.stats()["received"] == 1
     assert mail.count(message_id) == 1
     [record] = mail.messages()
@@ -79,10 +83,14 @@ def test_421_is_transient_and_the_retry_sends_one_message(
 ):
     mail.fault("421")
     op = acknowledge(make_enquiry())
-    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
 
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     outcomes = list(Attempt.objects.filter(operation=op).values_list("outcome", flat=True))
     assert outcomes == ["transient", "success"]
     assert Attempt.objects.get(operation=op, number=1).response_status == 421
@@ -95,10 +103,14 @@ def test_550_for_the_recipient_is_invalid_with_the_relays_words(
 ):
     mail.fault("550", recipient="nobody@example.org")
     op = acknowledge(make_enquiry(email="nobody@example.org"))
-    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
 
     op.refresh_from_db()
-    assert op.state == Op.FAILED
+    assert op.state == OperationState.FAILED
     assert op.attention == "invalid"
     assert op.last_error_status == 550
     assert "User unknown" in op.last_error_message
@@ -113,12 +125,16 @@ def test_no_reply_after_the_final_dot_is_unknown_and_waits_for_a_person(
     mode = fault.pop("mode")
     mail.fault(mode, **fault)
     op = acknowledge(make_enquiry())
-    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
     run_queue()  # whatever else was queued runs: nothing may send it again
 
     op.refresh_from_db()
     message_id = notices.message_id(op.idempotency_key)
-    assert op.state == Op.UNKNOWN
+    assert op.state == OperationState.UNKNOWN
     assert op.attention == "smtp_no_reply"
     # A person has it: its queue's owner, or (none set here) the admins, the relay's owner among
     # them; nobody was given it by hand.
@@ -135,14 +151,14 @@ def test_a_persons_retry_after_no_reply_sends_the_same_message_id(
 ):
     mail.fault("drop_after_data")
     op = acknowledge(make_enquiry())
-    run_queue(until=settled(op.pk, Op.UNKNOWN))
+    run_queue(until=settled(op.pk, OperationState.UNKNOWN))
     admin = make_user("admin")
     retry_operation(op.pk, actor=admin, reason="relay log has no trace of it")
-    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED))
+    run_queue(until=settled(op.pk, OperationState.CONFIRMED, OperationState.FAILED))
 
     op.refresh_from_db()
     message_id = notices.message_id(op.idempotency_key)
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     # Both copies carry one Message-ID: a reader's mail program can tell the repeat.
     assert mail.stats()["by_message_id"] == {message_id: 2}
 
@@ -152,10 +168,14 @@ def test_refused_connection_is_retried_within_the_budget_then_failed(
 ):
     mail.fault("refuse")
     op = acknowledge(make_enquiry())
-    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
 
     op.refresh_from_db()
-    assert op.state == Op.FAILED
+    assert op.state == OperationState.FAILED
     assert op.attention == "retry_budget_exhausted"
     assert op.owner is None and email_integration.owner in item_owner(op).people()
     assert Attempt.objects.filter(operation=op, outcome="transient").count() == 3
@@ -172,10 +192,14 @@ def test_needs_information_sends_what_the_reviewer_asked_for(
     )
     op = Operation.objects.get(enquiry=enquiry, action="notify.send")
     assert op.payload["template"] == notices.NEEDS_INFORMATION
-    run_queue(until=settled(op.pk, Op.CONFIRMED, Op.FAILED, Op.UNKNOWN))
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
 
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     [record] = mail.messages()
     message = parsed(mail, record)
     assert message["Message-ID"] == notices.message_id(op.idempotency_key)
@@ -198,7 +222,7 @@ def test_each_request_for_information_is_its_own_message(
     request_information(enquiry.pk, actor=reviewer, reason="And the house number.")
     ops = list(Operation.objects.filter(enquiry=enquiry, action="notify.send"))
     assert len(ops) == 2
-    run_queue(until=lambda: all(settled(o.pk, Op.CONFIRMED)() for o in ops))
+    run_queue(until=lambda: all(settled(o.pk, OperationState.CONFIRMED)() for o in ops))
     assert mail.stats()["received"] == 2
     assert len(mail.stats()["by_message_id"]) == 2
 
@@ -211,7 +235,12 @@ def test_a_failed_message_leaves_the_crm_write_alone(
     mail.fault("550")
     enquiry, crm = approved_enquiry()
     note = acknowledge(enquiry)
-    run_queue(until=lambda: settled(crm.pk, Op.CONFIRMED)() and settled(note.pk, Op.FAILED)())
+    run_queue(
+        until=lambda: (
+            settled(crm.pk, OperationState.CONFIRMED)()
+            and settled(note.pk, OperationState.FAILED)()
+        )
+    )
     enquiry.refresh_from_db()
     assert enquiry.state == "confirmed"
     assert crm_records(sandbox, enquiry.reference) == 1

@@ -5,7 +5,7 @@ destination at ``ledger.http.send``, no real timeout waited out)."""
 
 from intake.models import EnquiryState
 from ledger import tasks
-from ledger.models import JournalEntry, Op, Operation
+from ledger.models import JournalEntry, Operation, OperationState
 from recovery.ownership import item_owner
 from tests.ledger.conftest import crm_records
 
@@ -22,9 +22,9 @@ def test_approved_write_is_confirmed_with_the_destination_reference(
     approved_enquiry, sandbox, run_queue
 ):
     enquiry, op = approved_enquiry()
-    assert op.state == Op.APPROVED
+    assert op.state == OperationState.APPROVED
     assert op.idempotency_key == f"{enquiry.pk}:crm.create_enquiry:r1"
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.CONFIRMED
     assert op.external_id.startswith("crm_")
@@ -41,7 +41,7 @@ def test_approved_write_is_confirmed_with_the_destination_reference(
 
 def test_a_second_delivery_of_the_task_finds_nothing_to_claim(approved_enquiry, sandbox, run_queue):
     _enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     assert tasks.execute_operation(str(op.pk)) == "nothing to claim"
     assert crm_records(sandbox) == 1
     assert sandbox.stats()["requests"]["crm.create"] == 1
@@ -53,11 +53,11 @@ def test_timeout_after_commit_is_unknown_then_reconciled_to_one_record(
 ):
     sandbox.fault("crm.create", "timeout_after_commit", delay_ms=2500)
     enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.UNKNOWN, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.UNKNOWN, OperationState.CONFIRMED))
     enquiry.refresh_from_db()
-    assert op.state == Op.UNKNOWN
+    assert op.state == OperationState.UNKNOWN
     assert enquiry.state == EnquiryState.SUBMISSION_UNKNOWN
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.CONFIRMED
     assert crm_records(sandbox, enquiry.reference) == 1
@@ -69,7 +69,7 @@ def test_timeout_after_commit_is_unknown_then_reconciled_to_one_record(
 def test_transient_errors_retry_with_backoff_then_fail(approved_enquiry, sandbox, run_queue):
     sandbox.fault("crm.create", "error_503", count=5)
     enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.FAILED))
+    run_queue(until=state_is(op, OperationState.FAILED))
     enquiry.refresh_from_db()
     assert op.attention == "retry_budget_exhausted"
     assert op.attempts.count() == 3  # the integration's budget
@@ -92,7 +92,7 @@ def test_transient_errors_retry_with_backoff_then_fail(approved_enquiry, sandbox
 def test_transient_errors_then_success_make_one_record(approved_enquiry, sandbox, run_queue):
     sandbox.fault("crm.create", "error_503", count=2)
     enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     assert crm_records(sandbox, enquiry.reference) == 1
     assert list(op.attempts.values_list("outcome", flat=True)) == [
         "transient",
@@ -104,7 +104,7 @@ def test_transient_errors_then_success_make_one_record(approved_enquiry, sandbox
 def test_invalid_fails_without_retry_and_keeps_the_message(approved_enquiry, sandbox, run_queue):
     sandbox.fault("crm.create", "error_422")
     enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.FAILED))
+    run_queue(until=state_is(op, OperationState.FAILED))
     run_queue()
     enquiry.refresh_from_db()
     assert op.attention == "invalid"
@@ -122,7 +122,7 @@ def test_auth_fails_without_retry_and_records_the_owner(
     integrations["crm"].save()
     sandbox.fault("crm.create", "error_401")
     _enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.FAILED))
+    run_queue(until=state_is(op, OperationState.FAILED))
     run_queue()
     # Failed work is its queue's (none set: the admins'); the integration's owner is told.
     assert (op.attention, op.owner) == ("auth", None)
@@ -137,7 +137,7 @@ def test_reset_before_commit_is_reconciled_and_retried_with_the_same_key(
 ):
     sandbox.fault("crm.create", "reset_before_commit")
     enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     assert crm_records(sandbox, enquiry.reference) == 1
     outcomes = list(op.attempts.values_list("kind", "outcome"))
     assert outcomes == [("call", "uncertain"), ("lookup", "not_found"), ("call", "success")]
@@ -151,7 +151,7 @@ def test_without_idempotency_keys_a_second_lookup_must_agree(
     integrations["crm"].save()
     sandbox.fault("crm.create", "reset_before_commit")
     enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     assert crm_records(sandbox, enquiry.reference) == 1
     outcomes = list(op.attempts.values_list("kind", "outcome"))
     assert outcomes == [
@@ -171,7 +171,7 @@ def test_settle_delay_waits_for_a_lagging_search(
     integrations["crm"].save()
     sandbox.fault("crm.create", "timeout_after_commit", delay_ms=2500)
     enquiry, op = approved_enquiry()
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     assert crm_records(sandbox, enquiry.reference) == 1
     assert sandbox.stats()["requests"]["crm.create"] == 1
 
@@ -179,7 +179,7 @@ def test_settle_delay_waits_for_a_lagging_search(
 def test_a_changed_payload_is_refused_and_never_sent(approved_enquiry, sandbox, run_queue):
     _enquiry, op = approved_enquiry()
     Operation.objects.filter(pk=op.pk).update(payload={**op.payload, "fields": {"x": "tampered"}})
-    run_queue(until=state_is(op, Op.FAILED))
+    run_queue(until=state_is(op, OperationState.FAILED))
     assert op.attention == "payload_mismatch"
     assert "crm.create" not in sandbox.stats()["requests"]
 
@@ -190,7 +190,11 @@ def test_crm_success_and_notification_failure_stay_separate(approved_enquiry, sa
     sandbox.fault("notify.send", "error_503", count=5)
     enquiry, crm = approved_enquiry()
     [ack] = [op for op in propose_receipt_work(enquiry) if op.action == "notify.send"]
-    run_queue(until=lambda: state_is(crm, Op.CONFIRMED)() and state_is(ack, Op.FAILED)())
+    run_queue(
+        until=lambda: (
+            state_is(crm, OperationState.CONFIRMED)() and state_is(ack, OperationState.FAILED)()
+        )
+    )
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.CONFIRMED
     assert crm_records(sandbox, enquiry.reference) == 1

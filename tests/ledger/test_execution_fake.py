@@ -5,7 +5,7 @@ outcome rows against the sandbox process, end to end, are in tests/ledger/test_e
 import pytest
 
 from ledger import http
-from ledger.models import Attempt, Op
+from ledger.models import Attempt, OperationState
 from tests.ledger.crm_fake import BASE_URL, CREATE, LOOKUP, FakeCrm
 
 
@@ -71,7 +71,7 @@ def test_lookup_off_goes_to_the_reconciliation_queue_without_a_second_post(
     run_queue(until=lambda: Attempt.objects.filter(operation=op, kind="lookup").exists())
     run_queue()
     op.refresh_from_db()
-    assert op.state == Op.UNKNOWN
+    assert op.state == OperationState.UNKNOWN
     assert op.attention == "lookup_unavailable"
     # Routed by the response policy of its queue, not handed to the integration's owner.
     assert op.owner is None
@@ -84,10 +84,10 @@ def test_an_integration_without_lookup_is_never_asked(approved, crm, crm_row, ru
     crm_row.save()
     crm.fault(CREATE, "timeout_after_commit")
     _enquiry, op = approved()
-    run_queue(until=state_is(op, Op.UNKNOWN))
+    run_queue(until=state_is(op, OperationState.UNKNOWN))
     run_queue()
     op.refresh_from_db()
-    assert (op.state, op.attention) == (Op.UNKNOWN, "lookup_unavailable")
+    assert (op.state, op.attention) == (OperationState.UNKNOWN, "lookup_unavailable")
     assert crm.requests[LOOKUP] == 0
     assert crm.requests[CREATE] == 1
 
@@ -100,7 +100,7 @@ def test_a_record_that_is_there_is_believed_at_the_first_look_whatever_the_settl
     crm_row.save()
     crm.fault(CREATE, "timeout_after_commit")
     enquiry, op = approved()
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     assert [(a.kind, a.outcome) for a in op.attempts.order_by("number")] == [
         ("call", "uncertain"),
         ("lookup", "found"),
@@ -113,12 +113,12 @@ def test_duplicates_at_the_destination_are_flagged_for_a_person(approved, crm, c
     crm.idempotency_key = False
     crm.fault(CREATE, "timeout_after_commit")
     enquiry, op = approved()
-    run_queue(until=state_is(op, Op.UNKNOWN))
+    run_queue(until=state_is(op, OperationState.UNKNOWN))
     # Someone else's integration wrote the same reference meanwhile.
     crm.write(enquiry.reference)
     run_queue()
     op.refresh_from_db()
-    assert (op.state, op.attention) == (Op.UNKNOWN, "duplicate_records")
+    assert (op.state, op.attention) == (OperationState.UNKNOWN, "duplicate_records")
     assert len(op.result["duplicates"]) == 2
     assert crm.requests[CREATE] == 1  # ours, never a second
 
@@ -127,7 +127,7 @@ def test_a_write_that_timed_out_after_a_503_is_found_and_never_sent_again(approv
     crm.fault(CREATE, "error_503")
     crm.fault(CREATE, "timeout_after_commit")
     enquiry, op = approved()
-    run_queue(until=state_is(op, Op.CONFIRMED))
+    run_queue(until=state_is(op, OperationState.CONFIRMED))
     assert [(a.kind, a.outcome) for a in op.attempts.order_by("number")] == [
         ("call", "transient"),
         ("call", "uncertain"),

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from ledger import http, tasks
-from ledger.models import Attempt, Op
+from ledger.models import Attempt, OperationState
 from recovery import explain
 from tests.ledger.conftest import crm_records
 
@@ -23,7 +23,7 @@ def test_a_crash_before_sending_is_internal_and_nothing_is_sent(
     assert tasks.execute_operation(str(op.pk)) == "failed (internal error)"
     op.refresh_from_db()
     assert (op.state, op.attention, op.last_error_class) == (
-        Op.FAILED,
+        OperationState.FAILED,
         "internal_error",
         "internal",
     )
@@ -58,11 +58,11 @@ def test_a_crash_after_sending_is_uncertain_reconciled_and_still_ours(
     enquiry, op = approved_enquiry()
     assert tasks.execute_operation(str(op.pk)) == "unknown"
     op.refresh_from_db()
-    assert (op.state, op.last_error_class) == (Op.UNKNOWN, "internal")
+    assert (op.state, op.last_error_class) == (OperationState.UNKNOWN, "internal")
     assert "error inside Handover after the request was sent" in op.last_error_message
     assert crm_records(sandbox, enquiry.reference) == 1
     monkeypatch.setattr(http, "send", real_send)
-    run_queue(until=lambda: op.__class__.objects.get(pk=op.pk).state == Op.CONFIRMED)
+    run_queue(until=lambda: op.__class__.objects.get(pk=op.pk).state == OperationState.CONFIRMED)
     assert crm_records(sandbox, enquiry.reference) == 1  # reconciled, never sent twice
 
 
@@ -77,5 +77,5 @@ def test_an_internal_error_before_sending_is_never_uncertain(approved_enquiry, s
     enquiry, op = approved_enquiry()
     outcome = tasks.execute_operation(str(op.pk))
     op.refresh_from_db()
-    assert op.state != Op.UNKNOWN and op.last_error_class != "uncertain", outcome
+    assert op.state != OperationState.UNKNOWN and op.last_error_class != "uncertain", outcome
     assert crm_records(sandbox, enquiry.reference) in (0, 1)

@@ -12,7 +12,7 @@ from ledger import limits, tasks
 from ledger.connectors.base import ErrorKind
 from ledger.execution import Lookup
 from ledger.http import HttpResult, status_error
-from ledger.models import InFlightSlot, Integration, JournalEntry, Op, Operation
+from ledger.models import InFlightSlot, Integration, JournalEntry, Operation, OperationState
 from tests.ledger.conftest import crm_records
 
 NOW = datetime(2030, 1, 2, 14, 0, 0, tzinfo=UTC)
@@ -172,7 +172,7 @@ def test_a_429_throttles_the_integration_and_spends_no_budget(
     assert tasks.execute_operation(str(op.pk)) == "throttled"
     op.refresh_from_db()
     crm = Integration.objects.get(name="crm")
-    assert op.state == Op.APPROVED
+    assert op.state == OperationState.APPROVED
     assert op.budget_used == 0  # the throttled call does not count
     assert op.attention == ""
     assert op.last_error_class == "throttled"
@@ -189,7 +189,7 @@ def test_a_429_throttles_the_integration_and_spends_no_budget(
     _other_enquiry, other = approved_enquiry()
     assert tasks.execute_operation(str(other.pk)) == "nothing to claim"
     other.refresh_from_db()
-    assert (other.state, other.next_attempt_at) == (Op.APPROVED, crm.throttled_until)
+    assert (other.state, other.next_attempt_at) == (OperationState.APPROVED, crm.throttled_until)
     assert other.attempts.count() == 0
     assert sandbox.stats()["requests"]["crm.create"] == 1
 
@@ -199,7 +199,7 @@ def test_a_429_throttles_the_integration_and_spends_no_budget(
     for row in (op, other):
         tasks.execute_operation(str(row.pk))
         row.refresh_from_db()
-        assert row.state == Op.CONFIRMED
+        assert row.state == OperationState.CONFIRMED
     assert op.budget_used == 1
     assert crm_records(sandbox, enquiry.reference) == 1
     assert crm_records(sandbox) == 2
@@ -214,7 +214,7 @@ def test_a_429_to_a_lookup_looks_again_later_without_a_person(
     assert tasks.execute_operation(str(op.pk)) == "unknown"
     assert tasks.reconcile_operation(str(op.pk)) is Lookup.THROTTLED
     op.refresh_from_db()
-    assert (op.state, op.attention) == (Op.UNKNOWN, "")
+    assert (op.state, op.attention) == (OperationState.UNKNOWN, "")
     assert op.next_attempt_at == Integration.objects.get(name="crm").throttled_until
     assert [a.outcome for a in op.attempts.all()] == ["uncertain", "throttled"]
     assert crm_records(sandbox) == 1

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ledger import limits, rates, tasks
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from tests.ledger.oddserver import OddServer
 
 BAD_RATES = ["1e-12", "1e-300", "5e-324", "٣", "1_000", "inf", "nan", "-1", "0.001", "20000"]
@@ -65,7 +65,7 @@ def test_a_rate_stored_before_the_rule_sends_and_is_never_uncertain(
     enquiry, op = approved_enquiry()
     assert tasks.execute_operation(str(op.pk)) == "confirmed"
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     assert sandbox.stats()["crm"]["by_reference"][enquiry.reference] == 1
     assert limits.interval_for(stored) == pytest.approx((1 + 0.05) / rates.RATE_MIN)
 
@@ -91,7 +91,7 @@ def test_a_destination_answering_retry_after_0_for_ever_goes_to_a_person(
             before = timezone.now()
             outcomes.append(tasks.execute_operation(str(op.pk)))
             op.refresh_from_db()
-            if op.state != Op.APPROVED:
+            if op.state != OperationState.APPROVED:
                 break
             # The floor: "0" still waits a second, for the whole integration.
             crm = Integration.objects.get(name="crm")
@@ -101,7 +101,7 @@ def test_a_destination_answering_retry_after_0_for_ever_goes_to_a_person(
             Operation.objects.filter(pk=op.pk).update(next_attempt_at=None)
         assert outcomes == ["throttled", "throttled", "failed (throttled too often)"]
         assert len(odd.requests) == 3  # not one more POST
-    assert (op.state, op.attention) == (Op.FAILED, "throttled_too_often")
+    assert (op.state, op.attention) == (OperationState.FAILED, "throttled_too_often")
     assert op.budget_used == 0  # a 429 is not a failure of the destination
     assert [a.outcome for a in op.attempts.all()] == ["throttled"] * 3
 

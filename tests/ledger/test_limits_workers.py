@@ -11,7 +11,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ledger.models import InFlightSlot, Integration, JournalEntry, LimiterState, Op, Operation
+from ledger.models import (
+    InFlightSlot,
+    Integration,
+    JournalEntry,
+    LimiterState,
+    Operation,
+    OperationState,
+)
 from tests.ledger.conftest import crm_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -20,7 +27,9 @@ RATE = 2  # low enough that four workers would exceed it on a busy machine too
 
 
 def confirmed_count(ops) -> int:
-    return Operation.objects.filter(pk__in=[o.pk for o in ops], state=Op.CONFIRMED).count()
+    return Operation.objects.filter(
+        pk__in=[o.pk for o in ops], state=OperationState.CONFIRMED
+    ).count()
 
 
 def _attempts(ops):
@@ -136,7 +145,7 @@ def test_a_killed_worker_gives_its_in_flight_slot_back(
     assert "FAILPOINT during_call" in crashed.log()
     slot = InFlightSlot.objects.get(integration=crm)  # held by the dead worker
     assert slot.operation_id == lost.pk
-    assert Operation.objects.get(pk=lost.pk).state == Op.SUBMITTED
+    assert Operation.objects.get(pk=lost.pk).state == OperationState.SUBMITTED
 
     later = [approved_enquiry()[1] for _ in range(5)]
     restarted = start_cluster(workers=2, name="restarted")

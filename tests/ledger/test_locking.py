@@ -13,7 +13,7 @@ from django.db import OperationalError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from ledger.execution import lock_operation
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 from tests.ledger.factories import make_operation
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,7 +103,7 @@ def operation(make_enquiry, integrations):
 def test_one_statement_reads_the_enquiry_the_operation_and_its_integration(operation):
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
         enquiry, op = lock_operation(
-            operation.pk, skip_locked=True, with_integration=True, state=Op.APPROVED
+            operation.pk, skip_locked=True, with_integration=True, state=OperationState.APPROVED
         )
         # Everything the claim reads comes with the row: no further statement.
         assert op.integration.name == "crm"
@@ -167,17 +167,17 @@ def test_the_orm_converts_these_columns_with_the_fields_own_converters_only(mode
 
 def test_the_rows_read_save_as_loaded_rows_do(operation):
     with transaction.atomic():
-        enquiry, op = lock_operation(operation.pk, state=Op.APPROVED)
+        enquiry, op = lock_operation(operation.pk, state=OperationState.APPROVED)
         op.submit(actor="system:test", reason="claimed")
         op.save()  # the concurrent-transition guard saw "approved" as the loaded state
         enquiry.message = "overwritten"
         with pytest.raises(ValueError, match="never overwritten"):
             enquiry.save()
-    assert Operation.objects.get(pk=operation.pk).state == Op.SUBMITTED
+    assert Operation.objects.get(pk=operation.pk).state == OperationState.SUBMITTED
 
 
 def test_no_operation_meeting_the_conditions_is_none(operation):
-    assert lock_operation(operation.pk, state=Op.UNKNOWN) == (None, None)
+    assert lock_operation(operation.pk, state=OperationState.UNKNOWN) == (None, None)
     assert lock_operation(uuid.uuid4()) == (None, None)
 
 
@@ -203,11 +203,16 @@ def test_skip_locked_passes_over_a_held_operation_without_waiting(operation):
     holder.holding.wait(30)
     try:
         with transaction.atomic():
-            assert lock_operation(operation.pk, skip_locked=True, state=Op.APPROVED) == (None, None)
+            assert lock_operation(
+                operation.pk, skip_locked=True, state=OperationState.APPROVED
+            ) == (None, None)
     finally:
         holder.release()
     with transaction.atomic():
-        assert lock_operation(operation.pk, skip_locked=True, state=Op.APPROVED)[1] is not None
+        assert (
+            lock_operation(operation.pk, skip_locked=True, state=OperationState.APPROVED)[1]
+            is not None
+        )
 
 
 def test_a_held_enquiry_is_waited_for_and_the_conditions_rechecked_after(operation, wait_for):
@@ -220,7 +225,9 @@ def test_a_held_enquiry_is_waited_for_and_the_conditions_rechecked_after(operati
     holder.start()
     holder.holding.wait(30)
     claimer = Session(
-        lambda: lock_operation(operation.pk, skip_locked=True, state=Op.APPROVED, held=False)
+        lambda: lock_operation(
+            operation.pk, skip_locked=True, state=OperationState.APPROVED, held=False
+        )
     )
     claimer.start()
     try:

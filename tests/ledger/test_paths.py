@@ -13,7 +13,7 @@ from ledger import http, services
 from ledger.connectors.base import ConnectorError, ErrorKind
 from ledger.connectors.crm import CrmCloseConnector
 from ledger.connectors.notify import NotifyConnector
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +66,7 @@ def test_a_document_id_cannot_steer_the_request_to_another_path(
     assert stats["paths"] == {f"GET {path}": 1 for path in HOSTILE.values()}
     assert stats["requests"] == {}  # no route matched: no CRM (or other) handler ran
     operations = Operation.objects.filter(action="documents.extract")
-    assert sorted(operations.values_list("state", flat=True)) == [Op.FAILED] * 4
+    assert sorted(operations.values_list("state", flat=True)) == [OperationState.FAILED] * 4
     refused = operations.get(payload__document_id="..")
     assert "request not sent" in refused.attempts.get().error_message
     assert not Document.objects.exclude(extracted={}).exists()  # nothing stored as extracted

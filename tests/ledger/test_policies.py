@@ -4,14 +4,14 @@ next from each state, never a blind repeat of an uncertain write."""
 import pytest
 
 from ledger import policies
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from ledger.policies import APPROVE, CANCEL, COMPLETE, REASSIGN, RECONCILE, RETRY
 
 WRITE = "crm.create_enquiry"
 READ = "documents.extract"
 
 
-def op(action=WRITE, state=Op.UNKNOWN, attention="", integration=None):
+def op(action=WRITE, state=OperationState.UNKNOWN, attention="", integration=None):
     return Operation(action=action, state=state, attention=attention, integration=integration)
 
 
@@ -40,19 +40,29 @@ def test_the_retry_budget_is_the_integrations_with_a_floor_and_the_policys_witho
     ("action", "state", "attention", "expected"),
     [
         # A revision's write is approved with its revision, never on its own (issue 19, 1).
-        (WRITE, Op.PROPOSED, "", [REASSIGN]),
-        ("crm.close_enquiry", Op.PROPOSED, "", [APPROVE, CANCEL, REASSIGN]),
-        (WRITE, Op.APPROVED, "", [CANCEL, REASSIGN]),
+        (WRITE, OperationState.PROPOSED, "", [REASSIGN]),
+        ("crm.close_enquiry", OperationState.PROPOSED, "", [APPROVE, CANCEL, REASSIGN]),
+        (WRITE, OperationState.APPROVED, "", [CANCEL, REASSIGN]),
         # An uncertain write: look it up or complete it; no retry while duplicates may exist.
-        (WRITE, Op.UNKNOWN, "", [RECONCILE, COMPLETE, REASSIGN]),
-        (WRITE, Op.UNKNOWN, "duplicate_records", [RECONCILE, COMPLETE, REASSIGN]),
+        (WRITE, OperationState.UNKNOWN, "", [RECONCILE, COMPLETE, REASSIGN]),
+        (WRITE, OperationState.UNKNOWN, "duplicate_records", [RECONCILE, COMPLETE, REASSIGN]),
         # The destination could not be asked: a person's informed retry is offered.
-        (WRITE, Op.UNKNOWN, "lookup_unavailable", [RECONCILE, COMPLETE, RETRY, REASSIGN]),
-        (WRITE, Op.UNKNOWN, "lookup_failed", [RECONCILE, COMPLETE, RETRY, REASSIGN]),
-        (READ, Op.UNKNOWN, "", [RECONCILE, COMPLETE, RETRY, REASSIGN]),  # a read repeats safely
-        (WRITE, Op.FAILED, "invalid", [RETRY, COMPLETE, CANCEL, REASSIGN]),
-        (WRITE, Op.FAILED, "duplicate_records", [COMPLETE, CANCEL, REASSIGN]),
-        (WRITE, Op.CANCELLED, "", []),
+        (
+            WRITE,
+            OperationState.UNKNOWN,
+            "lookup_unavailable",
+            [RECONCILE, COMPLETE, RETRY, REASSIGN],
+        ),
+        (WRITE, OperationState.UNKNOWN, "lookup_failed", [RECONCILE, COMPLETE, RETRY, REASSIGN]),
+        (
+            READ,
+            OperationState.UNKNOWN,
+            "",
+            [RECONCILE, COMPLETE, RETRY, REASSIGN],
+        ),  # a read repeats safely
+        (WRITE, OperationState.FAILED, "invalid", [RETRY, COMPLETE, CANCEL, REASSIGN]),
+        (WRITE, OperationState.FAILED, "duplicate_records", [COMPLETE, CANCEL, REASSIGN]),
+        (WRITE, OperationState.CANCELLED, "", []),
     ],
 )
 def test_what_each_state_allows(action, state, attention, expected):
@@ -60,7 +70,7 @@ def test_what_each_state_allows(action, state, attention, expected):
 
 
 def test_a_person_is_offered_only_what_their_permissions_allow(make_user):
-    unknown = op(WRITE, Op.UNKNOWN, "lookup_unavailable")
+    unknown = op(WRITE, OperationState.UNKNOWN, "lookup_unavailable")
     admin, coordinator, reviewer = (
         make_user("admin"),
         make_user("coordinator"),
@@ -70,10 +80,10 @@ def test_a_person_is_offered_only_what_their_permissions_allow(make_user):
     # Retry needs ledger.recover_operation, which a coordinator does not have by default.
     assert policies.allowed_actions(unknown, coordinator) == [RECONCILE, COMPLETE, REASSIGN]
     assert policies.allowed_actions(unknown, reviewer) == []
-    proposed = op(WRITE, Op.PROPOSED)  # waits for its revision's approval
+    proposed = op(WRITE, OperationState.PROPOSED)  # waits for its revision's approval
     assert policies.allowed_actions(proposed, reviewer) == []
     assert policies.allowed_actions(proposed, coordinator) == [REASSIGN]
     # A compensation is approved on its own, by those who may change an external system.
-    close = op("crm.close_enquiry", Op.PROPOSED)
+    close = op("crm.close_enquiry", OperationState.PROPOSED)
     assert policies.allowed_actions(close, admin) == [APPROVE, CANCEL, REASSIGN]
     assert policies.allowed_actions(close, reviewer) == []

@@ -8,7 +8,7 @@ from django_q.models import OrmQ
 from intake import signals
 from intake.models import Document, Enquiry, Revision
 from ledger import proposals, receipt, services, sweeper, tasks
-from ledger.models import JournalEntry, Op, Operation
+from ledger.models import JournalEntry, Operation, OperationState
 from ledger.queueing import RECEIPT, live_tasks
 
 
@@ -37,7 +37,7 @@ def test_receipt_proposes_suggestion_extractions_and_acknowledgement(make_enquir
     ops = {op.action: op for op in Operation.objects.filter(enquiry=enquiry)}
     assert set(ops) == {"suggest.category", "documents.extract", "notify.send"}
     assert Operation.objects.filter(action="documents.extract").count() == 2
-    assert all(op.state == Op.APPROVED for op in Operation.objects.all())
+    assert all(op.state == OperationState.APPROVED for op in Operation.objects.all())
     body = ops["notify.send"].payload["body"]
     assert "received" in body and enquiry.reference in body
     assert "review" not in body.lower()
@@ -153,7 +153,7 @@ def test_receipt_work_runs_in_workers(make_enquiry, integrations, sandbox, run_q
     with transaction.atomic():
         signals.enquiry_received.send(sender=type(enquiry), enquiry=enquiry, event=None)
     run_queue()
-    assert set(Operation.objects.values_list("state", flat=True)) == {Op.CONFIRMED}
+    assert set(Operation.objects.values_list("state", flat=True)) == {OperationState.CONFIRMED}
     assert enquiry.suggestions.count() == 1
     assert sandbox.stats()["notify"]["by_reference"] == {enquiry.reference: 1}
 

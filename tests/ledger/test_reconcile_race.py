@@ -14,7 +14,7 @@ from django.db import connections
 
 from ledger import execution
 from ledger.execution import Lookup
-from ledger.models import JournalEntry, Op
+from ledger.models import JournalEntry, OperationState
 from tests.ledger.conftest import crm_records
 from tests.ledger.factories import make_operation
 
@@ -78,13 +78,15 @@ def test_a_lookup_overtaken_by_a_confirmation_changes_nothing(unknown_write, san
     assert held.result() is Lookup.SUPERSEDED
 
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     assert list(op.attempts.order_by("number").values_list("kind", "outcome")) == [
         ("lookup", "found"),
         ("lookup", "superseded"),
     ]
     assert op.attempt_count == 2
-    confirmations = JournalEntry.objects.filter(subject_id=str(op.pk), to_state=Op.CONFIRMED)
+    confirmations = JournalEntry.objects.filter(
+        subject_id=str(op.pk), to_state=OperationState.CONFIRMED
+    )
     assert confirmations.count() == 1
     assert crm_records(sandbox, enquiry.reference) == 1
     assert _lookups(sandbox) == 2
@@ -109,7 +111,7 @@ def test_a_lookup_overtaken_while_the_operation_stays_unknown_changes_nothing(
     assert held.result() is Lookup.SUPERSEDED
 
     op.refresh_from_db()
-    assert op.state == Op.UNKNOWN
+    assert op.state == OperationState.UNKNOWN
     assert list(op.attempts.order_by("number").values_list("outcome", flat=True)) == [
         "not_found_unsettled",
         "superseded",

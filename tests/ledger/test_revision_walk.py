@@ -20,7 +20,7 @@ from intake.models import Enquiry, EnquiryState
 from ledger import execution
 from ledger import services as ledger_services
 from ledger.integrations import ensure_integrations
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 
 REFUSED = (
     intake_services.ActionRefused,
@@ -97,7 +97,7 @@ def moves(enquiry_id, people):
                 ),
             )
         )
-        if op.state == Op.APPROVED and op.revision != enquiry.approved_revision:
+        if op.state == OperationState.APPROVED and op.revision != enquiry.approved_revision:
             # The worker's claim of a write whose approval no longer stands cancels it. (A
             # write whose approval stands would be sent: that is delivery, out of this walk.)
             found.append((f"worker claims r{op.revision}", lambda op=op: execution.claim(op.pk)))
@@ -113,7 +113,7 @@ def way_out(enquiry_id, approver) -> str | None:
         live = [
             op
             for op in crm_ops(enquiry_id)
-            if op.revision == enquiry.approved_revision and op.state == Op.APPROVED
+            if op.revision == enquiry.approved_revision and op.state == OperationState.APPROVED
         ]
         return None if live else f"approved r{enquiry.approved_revision} with no live write"
     if enquiry.state != EnquiryState.READY_FOR_REVIEW:
@@ -122,7 +122,7 @@ def way_out(enquiry_id, approver) -> str | None:
     try:
         op = ledger_services.approve_revision(enquiry_id, actor=approver, reason="checked")
         enquiry.refresh_from_db()
-        if enquiry.state != EnquiryState.APPROVED or op.state != Op.APPROVED:
+        if enquiry.state != EnquiryState.APPROVED or op.state != OperationState.APPROVED:
             return f"approval left the enquiry {enquiry.state}, its write {op.state}"
         if op.revision != enquiry.current_revision:
             return f"approval queued revision {op.revision}, not {enquiry.current_revision}"
@@ -170,7 +170,8 @@ def test_no_order_of_edit_approve_and_cancel_leaves_an_enquiry_stuck(make_enquir
     assert len(seen) > 10
     assert any(state == EnquiryState.REJECTED for state, *_ in seen)
     assert any(
-        state == EnquiryState.READY_FOR_REVIEW and any(s == Op.CANCELLED for _, s in ops)
+        state == EnquiryState.READY_FOR_REVIEW
+        and any(s == OperationState.CANCELLED for _, s in ops)
         for state, _, _, _, ops in seen
     )
 
@@ -182,13 +183,13 @@ def test_a_write_of_an_unreviewed_revision_cannot_be_approved_on_its_own(make_en
     enquiry = make_enquiry()
     intake_services.revise_enquiry(enquiry.pk, actor=rita, reason="phone", fields={"phone": "07"})
     (op,) = crm_ops(enquiry.pk)
-    assert op.state == Op.PROPOSED
+    assert op.state == OperationState.PROPOSED
     for who in (rita, alex):
         with pytest.raises(ledger_services.ActionRefused):
             ledger_services.approve_operation(op.pk, actor=who, reason="fine")
         assert "approve" not in ledger_services.allowed_actions(op, who)
     op.refresh_from_db()
-    assert op.state == Op.PROPOSED
+    assert op.state == OperationState.PROPOSED
 
 
 @pytest.mark.django_db
@@ -205,6 +206,6 @@ def test_approving_reuses_a_cancelled_never_sent_write_under_its_key(make_enquir
     approved = ledger_services.approve_revision(enquiry.pk, actor=alex, reason="checked")
 
     assert approved.pk == op.pk
-    assert approved.state == Op.APPROVED
+    assert approved.state == OperationState.APPROVED
     assert approved.idempotency_key == f"{enquiry.pk}:{CRM}:r2"
     assert Operation.objects.filter(enquiry=enquiry, action=CRM).count() == 1

@@ -16,7 +16,7 @@ from intake.models import Enquiry, EnquiryState
 from ledger import effects
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
 from ledger.execution import executing, locking, outcomes, reconciling
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 from ledger.worker import worker_actor
 
 MODULES = (executing, outcomes, reconciling, effects)
@@ -63,25 +63,28 @@ def test_the_claim_writes_the_state_and_what_it_changed(approved_enquiry, saved)
     enquiry, op, _attempt = claimed(approved_enquiry, saved)
     op.refresh_from_db()
     enquiry.refresh_from_db()
-    assert (op.state, enquiry.state) == (Op.SUBMITTED, EnquiryState.SUBMITTED)
+    assert (op.state, enquiry.state) == (OperationState.SUBMITTED, EnquiryState.SUBMITTED)
     assert op.lease_owner and op.lease_expires_at and op.attempt_count == 1
 
 
 @pytest.mark.parametrize(
     "error, state",
     [
-        (ConnectorError(ErrorKind.TRANSIENT, "503", status=503), Op.APPROVED),
-        (ConnectorError(ErrorKind.TRANSIENT, "429", status=429, retry_after=30), Op.APPROVED),
-        (ConnectorError(ErrorKind.UNCERTAIN, "timed out"), Op.UNKNOWN),
+        (ConnectorError(ErrorKind.TRANSIENT, "503", status=503), OperationState.APPROVED),
+        (
+            ConnectorError(ErrorKind.TRANSIENT, "429", status=429, retry_after=30),
+            OperationState.APPROVED,
+        ),
+        (ConnectorError(ErrorKind.UNCERTAIN, "timed out"), OperationState.UNKNOWN),
         (
             ConnectorError(
                 ErrorKind.UNCERTAIN, "odd", status=200, attention="no_reference", evidence={"x": 1}
             ),
-            Op.UNKNOWN,
+            OperationState.UNKNOWN,
         ),
-        (ConnectorError(ErrorKind.INVALID, "422", status=422, body="bad"), Op.FAILED),
-        (ConnectorError(ErrorKind.AUTH, "401", status=401), Op.FAILED),
-        (ConnectorError(ErrorKind.INTERNAL, "bug"), Op.FAILED),
+        (ConnectorError(ErrorKind.INVALID, "422", status=422, body="bad"), OperationState.FAILED),
+        (ConnectorError(ErrorKind.AUTH, "401", status=401), OperationState.FAILED),
+        (ConnectorError(ErrorKind.INTERNAL, "bug"), OperationState.FAILED),
     ],
     ids=["transient", "throttled", "uncertain", "uncertain-attention", "invalid", "auth", "bug"],
 )
@@ -100,7 +103,11 @@ def test_success_writes_the_confirmation_and_the_enquiry_closed(approved_enquiry
     assert_as_stored(saved)
     op.refresh_from_db()
     enquiry.refresh_from_db()
-    assert (op.state, op.external_id, op.result) == (Op.CONFIRMED, "crm_1", {"made": True})
+    assert (op.state, op.external_id, op.result) == (
+        OperationState.CONFIRMED,
+        "crm_1",
+        {"made": True},
+    )
     assert enquiry.state == EnquiryState.CONFIRMED and enquiry.closed_at is not None
 
 
@@ -128,12 +135,27 @@ def look(op, found, error=None):
 @pytest.mark.parametrize(
     "found, error, state, kinds",
     [
-        (LookupResult(found=[{"id": "crm_9"}], status=200), None, Op.CONFIRMED, None),
+        (LookupResult(found=[{"id": "crm_9"}], status=200), None, OperationState.CONFIRMED, None),
         (LookupResult(found=[], status=200), None, None, (Operation,)),
-        (LookupResult(found=[{"id": "a"}, {"id": "b"}]), None, Op.UNKNOWN, (Operation,)),
-        (LookupResult(found=[{"id": "a"}], failed="bounced"), None, Op.FAILED, None),
-        (None, ConnectorError(ErrorKind.TRANSIENT, "503", status=503), Op.UNKNOWN, (Operation,)),
-        (None, ConnectorError(ErrorKind.TRANSIENT, "429", retry_after=5), Op.UNKNOWN, (Operation,)),
+        (
+            LookupResult(found=[{"id": "a"}, {"id": "b"}]),
+            None,
+            OperationState.UNKNOWN,
+            (Operation,),
+        ),
+        (LookupResult(found=[{"id": "a"}], failed="bounced"), None, OperationState.FAILED, None),
+        (
+            None,
+            ConnectorError(ErrorKind.TRANSIENT, "503", status=503),
+            OperationState.UNKNOWN,
+            (Operation,),
+        ),
+        (
+            None,
+            ConnectorError(ErrorKind.TRANSIENT, "429", retry_after=5),
+            OperationState.UNKNOWN,
+            (Operation,),
+        ),
     ],
     ids=["found", "not-found", "duplicates", "found-failed", "lookup-failed", "throttled"],
 )

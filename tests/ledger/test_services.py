@@ -8,7 +8,7 @@ from django_q.models import OrmQ
 from intake import signals
 from intake.models import Document, EnquiryState, Revision
 from ledger import services
-from ledger.models import JournalEntry, Op, Operation
+from ledger.models import JournalEntry, Operation, OperationState
 from ledger.queueing import EXECUTE, RECONCILE, live_tasks
 from tests.ledger.conftest import crm_records
 
@@ -26,7 +26,7 @@ def test_approve_revision_approves_and_enqueues_in_one_transaction(
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.APPROVED
     assert enquiry.approved_revision == 1
-    assert op.state == Op.APPROVED
+    assert op.state == OperationState.APPROVED
     assert op.payload["reference"] == enquiry.reference
     assert op.task_enqueued_at is not None
     assert EXECUTE in live_tasks()[str(op.pk)]  # the queued task carries only the ID
@@ -40,7 +40,7 @@ def test_approve_revision_rolls_back_whole(make_enquiry, reviewer, integrations)
         1 / 0  # noqa: B018
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.READY_FOR_REVIEW
-    assert not Operation.objects.filter(state=Op.APPROVED).exists()
+    assert not Operation.objects.filter(state=OperationState.APPROVED).exists()
     assert OrmQ.objects.count() == 0
 
 
@@ -62,7 +62,7 @@ def test_document_access_removed_is_a_visible_failure_without_invented_fields(
     run_queue()
     op = Operation.objects.get(action="documents.extract")
     document.refresh_from_db()
-    assert (op.state, op.attention) == (Op.FAILED, "access_denied")
+    assert (op.state, op.attention) == (OperationState.FAILED, "access_denied")
     assert (document.status, document.extracted) == ("access_denied", {})
     # One document's access is not the integration's credentials: nobody is told they broke.
     assert not JournalEntry.objects.filter(action="ledger.integration.credentials_refused")
@@ -78,13 +78,13 @@ def test_a_new_revision_cancels_the_approved_write_and_proposes_a_new_one(
     editor = make_user("reviewer")
     revise_enquiry(enquiry.pk, actor=editor, reason="fix phone", fields={"phone": "0123"})
     op.refresh_from_db()
-    assert op.state == Op.CANCELLED
+    assert op.state == OperationState.CANCELLED
     cancelled = JournalEntry.objects.get(subject_id=str(op.pk), to_state="cancelled")
     assert cancelled.reason == "superseded by revision 2"
     new = Operation.objects.get(enquiry=enquiry, revision=2)
-    assert (new.action, new.state) == ("crm.create_enquiry", Op.PROPOSED)
+    assert (new.action, new.state) == ("crm.create_enquiry", OperationState.PROPOSED)
     approved = services.approve_revision(enquiry.pk, actor=reviewer, reason="ok")
-    assert approved.pk == new.pk and approved.state == Op.APPROVED
+    assert approved.pk == new.pk and approved.state == OperationState.APPROVED
     assert approved.idempotency_key.endswith(":crm.create_enquiry:r2")
 
 
@@ -112,22 +112,22 @@ def test_compensation_closes_the_record_and_never_deletes_it(
 ):
     _enquiry, op = approved_enquiry()
     run_queue()
-    assert refreshed(op).state == Op.CONFIRMED
+    assert refreshed(op).state == OperationState.CONFIRMED
     with pytest.raises(PermissionDenied):
         services.compensate(op.pk, actor=make_user("coordinator"), reason="sent in error")
     admin = make_user("admin")
     close = services.compensate(op.pk, actor=admin, reason="sent in error")
     assert (close.action, close.state, close.compensates_id) == (
         "crm.close_enquiry",
-        Op.PROPOSED,
+        OperationState.PROPOSED,
         op.pk,
     )
     run_queue()
     assert "crm.close" not in sandbox.stats()["requests"]  # proposed is not approved
     services.approve_operation(close.pk, actor=admin, reason="confirmed with the customer")
     run_queue()
-    assert refreshed(close).state == Op.CONFIRMED
-    assert refreshed(op).state == Op.CONFIRMED
+    assert refreshed(close).state == OperationState.CONFIRMED
+    assert refreshed(op).state == OperationState.CONFIRMED
     stats = sandbox.stats()["crm"]
     assert (stats["total"], stats["closed"]) == (1, 1)
 
@@ -149,11 +149,14 @@ def test_pause_holds_the_backlog_and_resume_releases_only_what_is_chosen(
     assert integrations["crm"].awaiting_backlog_review
     services.release_backlog("crm", actor=admin, reason="first checked", operation_ids=[first.pk])
     run_queue()
-    assert (refreshed(first).state, refreshed(second).state) == (Op.CONFIRMED, Op.APPROVED)
+    assert (refreshed(first).state, refreshed(second).state) == (
+        OperationState.CONFIRMED,
+        OperationState.APPROVED,
+    )
     assert crm_records(sandbox) == 1
     services.release_backlog("crm", actor=admin, reason="rest checked")
     run_queue()
-    assert refreshed(second).state == Op.CONFIRMED
+    assert refreshed(second).state == OperationState.CONFIRMED
     integrations["crm"].refresh_from_db()
     assert not integrations["crm"].awaiting_backlog_review
     with pytest.raises(PermissionDenied):
@@ -167,7 +170,7 @@ def test_person_actions_need_a_reason_and_the_right_state(
     sandbox.fault("crm.create", "error_422")
     enquiry, op = approved_enquiry()
     run_queue()
-    assert refreshed(op).state == Op.FAILED
+    assert refreshed(op).state == OperationState.FAILED
     # Cancelling the write would close the approved enquiry: a reviewer's decision (issue 19).
     assert services.allowed_actions(op, coordinator) == ["complete_by_hand", "reassign"]
     assert "retry" in services.allowed_actions(op, admin)
@@ -179,7 +182,7 @@ def test_person_actions_need_a_reason_and_the_right_state(
         services.reconcile_now(op.pk, actor=coordinator, reason="look")  # not unknown
     services.retry_operation(op.pk, actor=admin, reason="fields fixed at the CRM side")
     run_queue()
-    assert refreshed(op).state == Op.CONFIRMED
+    assert refreshed(op).state == OperationState.CONFIRMED
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.CONFIRMED
     assert crm_records(sandbox, enquiry.reference) == 1
@@ -196,13 +199,13 @@ def test_complete_by_hand_and_cancel(approved_enquiry, sandbox, run_queue, make_
     assert refreshed(op2).owner == coordinator
     with pytest.raises(PermissionDenied):  # it would close the enquiry: a reviewer decides
         services.cancel_operation(op2.pk, actor=coordinator, reason="customer withdrew")
-    assert refreshed(op2).state == Op.FAILED
+    assert refreshed(op2).state == OperationState.FAILED
     services.cancel_operation(op2.pk, actor=make_user("reviewer"), reason="customer withdrew")
     first.refresh_from_db()
     second.refresh_from_db()
     assert (refreshed(op1).state, op1.external_id, first.state) == (
-        Op.CONFIRMED,
+        OperationState.CONFIRMED,
         "CRM-9",
         EnquiryState.CONFIRMED,
     )
-    assert (refreshed(op2).state, second.state) == (Op.CANCELLED, EnquiryState.REJECTED)
+    assert (refreshed(op2).state, second.state) == (OperationState.CANCELLED, EnquiryState.REJECTED)

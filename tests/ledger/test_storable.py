@@ -8,7 +8,7 @@ import pytest
 
 from ledger import http, storable, tasks
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
-from ledger.models import Attempt, Integration, JournalEntry, Op
+from ledger.models import Attempt, Integration, JournalEntry, OperationState
 from tests.ledger.oddserver import OddServer
 
 NUL_JSON = b'{"error": "down\\u0000 for maintenance \\ud800"}'
@@ -64,7 +64,7 @@ def test_a_definite_503_with_a_nul_is_recorded_as_a_503(approved_enquiry, integr
         assert tasks.execute_operation(str(op.pk)) == "retry scheduled"
         assert len(odd.requests) == 1
     op.refresh_from_db()
-    assert op.state == Op.APPROVED and op.last_error_class == "transient"
+    assert op.state == OperationState.APPROVED and op.last_error_class == "transient"
     assert op.last_error_status == 503
     attempt = Attempt.objects.get(operation=op)
     assert (attempt.outcome, attempt.response_status) == ("transient", 503)

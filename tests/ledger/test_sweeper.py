@@ -6,7 +6,7 @@ from django.db import transaction
 from django_q.models import OrmQ
 
 from intake import signals
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 from ledger.queueing import RECEIPT
 from ledger.sweeper import sweep
 from tests.ledger.conftest import crm_records
@@ -37,10 +37,10 @@ def test_sweeper_reenqueues_lost_tasks_and_recovers_lost_calls(
     out = capsys.readouterr().out
     assert "1 lost in flight -> unknown" in out
     assert "1 execution(s) re-enqueued" in out
-    assert refreshed(in_flight).state == Op.UNKNOWN
+    assert refreshed(in_flight).state == OperationState.UNKNOWN
     run_queue()
-    assert refreshed(queued).state == Op.CONFIRMED
-    assert refreshed(in_flight).state == Op.CONFIRMED  # looked up: not found, sent once
+    assert refreshed(queued).state == OperationState.CONFIRMED
+    assert refreshed(in_flight).state == OperationState.CONFIRMED  # looked up: not found, sent once
     assert crm_records(sandbox) == 2
     assert not sweep()
 
@@ -65,7 +65,7 @@ def test_sweeper_takes_up_a_receipt_whose_task_was_lost(
     queued.refresh_from_db()
     assert not queued.receipt_pending
     assert Operation.objects.filter(enquiry=queued).count() == 2
-    assert set(Operation.objects.values_list("state", flat=True)) == {Op.CONFIRMED}
+    assert set(Operation.objects.values_list("state", flat=True)) == {OperationState.CONFIRMED}
     # One acknowledgement each at the destination: none lost, none sent twice.
     assert sandbox.stats()["notify"]["by_reference"] == {lost.reference: 1, queued.reference: 1}
     assert not sweep()
@@ -89,7 +89,7 @@ def test_a_receipt_that_cannot_be_taken_up_does_not_stop_the_sweep(
     assert (broken.receipt_pending, good.receipt_pending) == (True, False)
     assert not Operation.objects.filter(enquiry=broken).exists()  # nothing half-written
     run_queue()
-    assert refreshed(lost).state == Op.CONFIRMED
+    assert refreshed(lost).state == OperationState.CONFIRMED
     assert crm_records(sandbox) == 1
     assert sandbox.stats()["notify"]["by_reference"] == {good.reference: 1}
 

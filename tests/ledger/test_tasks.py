@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from config.context import current_request_id, set_request_id
 from ledger import sweeper
-from ledger.models import JournalEntry, Op, Operation
+from ledger.models import JournalEntry, Operation, OperationState
 from tests.ledger.conftest import run_due_tasks
 
 
@@ -19,7 +19,7 @@ def test_a_task_run_stamps_its_own_id_on_every_row_it_writes(approved_enquiry, s
     assert run_due_tasks() >= 1
 
     op.refresh_from_db()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     written = JournalEntry.objects.exclude(pk__in=before).filter(subject_id=str(op.pk))
     ids = set(written.values_list("request_id", flat=True))
     assert written.count() >= 2  # submitted, confirmed
@@ -43,7 +43,7 @@ def test_a_sweep_run_has_its_own_id(approved_enquiry, sandbox):
 
     assert sweeper.sweep()
 
-    row = JournalEntry.objects.get(subject_id=str(in_flight.pk), to_state=Op.UNKNOWN)
+    row = JournalEntry.objects.get(subject_id=str(in_flight.pk), to_state=OperationState.UNKNOWN)
     assert row.request_id.startswith("sweep-"), row.request_id
 
 

@@ -12,7 +12,7 @@ from harness.webdav.documents import form_pdf
 from intake.documents import correct_document_field
 from intake.models import Document
 from ledger import extraction
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from ledger.proposals import propose_extraction
 from ledger.services import reprocess_document
 
@@ -57,7 +57,7 @@ def share(db, dav, proxy):
 
 def reads():
     return Operation.objects.filter(action="documents.extract").exclude(
-        state__in=(Op.CONFIRMED, Op.FAILED, Op.CANCELLED)
+        state__in=(OperationState.CONFIRMED, OperationState.FAILED, OperationState.CANCELLED)
     )
 
 
@@ -104,7 +104,7 @@ def test_the_document_changed_between_reads_is_read_as_a_new_version(share, prox
     assert now != attached
     document = attach("permit-2.pdf", attached)
     op = Operation.objects.get(payload__version=attached)
-    assert (op.state, op.attention) == (Op.FAILED, "document_changed")
+    assert (op.state, op.attention) == (OperationState.FAILED, "document_changed")
     assert (document.status, document.extracted) == ("changed", {})
     new = Document.objects.get(enquiry=document.enquiry, version=now)
     assert new.extracted == {"permit": "P-2-AMENDED", "note": "changed"}
@@ -118,7 +118,11 @@ def test_access_removed_is_an_access_failure_with_nothing_invented(share, proxy,
     share.change_credentials("rotated-by-the-owner")
     document = attach("permit-3.pdf", version)
     op = Operation.objects.get(payload__document_id="permit-3.pdf")
-    assert (op.state, op.attention, op.last_error_status) == (Op.FAILED, "access_denied", 401)
+    assert (op.state, op.attention, op.last_error_status) == (
+        OperationState.FAILED,
+        "access_denied",
+        401,
+    )
     assert (document.status, document.extracted, document.text) == ("access_denied", {}, "")
     assert forwarded(proxy) == 1  # refused once, never asked again
     assert held(share, "permit-3.pdf") == {"permit": "P-3"}  # still there: only the access went
@@ -129,7 +133,7 @@ def test_a_timeout_is_asked_again_and_then_read(share, proxy, attach):
     proxy.fault("reads", "hold", count=1, delay_ms=3000)  # longer than the 1 s timeout
     document = attach("permit-4.pdf", version)
     op = Operation.objects.get(payload__document_id="permit-4.pdf")
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     assert [a.error_class for a in op.attempts.order_by("number")] == ["transient", ""]
     assert document.extracted == {"permit": "P-4"}
 
@@ -140,7 +144,7 @@ def test_a_timeout_on_every_attempt_is_a_visible_failure_after_the_budget(share,
     document = attach("permit-5.pdf", version)
     op = Operation.objects.get(payload__document_id="permit-5.pdf")
     assert (op.state, op.attention, op.attempts.count()) == (
-        Op.FAILED,
+        OperationState.FAILED,
         "retry_budget_exhausted",
         3,
     )
@@ -159,7 +163,7 @@ def test_a_correction_is_kept_across_reprocessing_the_same_version(
     run_queue(until=lambda: not reads().exists(), timeout=30)
     op.refresh_from_db()
     document.refresh_from_db()
-    assert op.state == Op.CONFIRMED and op.revision == 2
+    assert op.state == OperationState.CONFIRMED and op.revision == 2
     assert forwarded(proxy) == 2  # it was read again, at the server
     assert document.extracted == {"permit": "P-6", "ward": "Nrth"}  # the same result
     assert document.corrected == {"ward": "North"}  # never overwritten

@@ -14,7 +14,7 @@ from harness.webdav.documents import form_pdf, text_pdf
 from intake.models import Document
 from ledger import http
 from ledger.connectors.base import ConnectorError, ErrorKind
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from ledger.proposals import propose_extraction
 
 BASE = "https://dav.example.org/remote.php/dav/files/handover/enquiries"
@@ -79,7 +79,7 @@ def read(make_enquiry, webdav_row, run_queue):
             enquiry=enquiry, document_id=document_id, version=version
         )
         op, _ = propose_extraction(enquiry, document, reason="test")
-        final = (Op.CONFIRMED, Op.FAILED)
+        final = (OperationState.CONFIRMED, OperationState.FAILED)
         # Every read it led to, too (a changed document's new version).
         run_queue(until=lambda: not Operation.objects.exclude(state__in=final).exists())
         op.refresh_from_db()
@@ -100,7 +100,7 @@ def test_the_read_asks_for_the_attached_version_by_path_with_the_shares_credenti
     assert (method, url) == ("GET", f"{BASE}/permit-17.pdf")
     assert headers["If-Match"] == '"1001-1700000000-952"'
     assert headers["Authorization"] == "Basic " + base64.b64encode(b"handover:s3cret").decode()
-    assert op.state == Op.CONFIRMED
+    assert op.state == OperationState.CONFIRMED
     assert document.status == "extracted"
     assert document.extracted == {"permit": "P-17", "tenant": "Zoë O'Brien", "empty": ""}
     # The operation keeps what was read, never the document's content.
@@ -121,7 +121,7 @@ def test_a_changed_document_is_a_new_version_never_the_old_one(share, read):
     op, document = read()
     assert [c[0] for c in share.calls] == ["GET", "HEAD", "GET"]
     assert "If-Match" not in share.calls[1][2]
-    assert op.state == Op.FAILED and op.attention == "document_changed"
+    assert op.state == OperationState.FAILED and op.attention == "document_changed"
     assert op.result["current_version"] == "1001-1700000099-990"
     assert (document.status, document.extracted) == ("changed", {})
     assert "1001-1700000099-990" in document.error
@@ -143,7 +143,7 @@ def test_an_answer_naming_another_version_is_a_changed_document(share, read):
 def test_an_answer_without_a_strong_etag_proves_no_version(share, read):
     share.then(200, {"ETag": 'W/"1001"', "Content-Type": "application/pdf"}, FORM)
     op, document = read()
-    assert (op.state, op.attention) == (Op.FAILED, "invalid")
+    assert (op.state, op.attention) == (OperationState.FAILED, "invalid")
     assert (document.status, document.extracted) == ("failed", {})
     assert "ETag" in document.error
 
@@ -153,7 +153,7 @@ def test_access_removed_is_an_access_failure_and_nothing_is_extracted(share, rea
     share.then(status, {"Content-Type": "text/plain"}, b"Not authorized")
     op, document = read()
     assert len(share.calls) == 1  # not retried
-    assert (op.state, op.attention) == (Op.FAILED, "access_denied")
+    assert (op.state, op.attention) == (OperationState.FAILED, "access_denied")
     assert (document.status, document.extracted) == ("access_denied", {})
 
 
@@ -162,7 +162,7 @@ def test_a_timeout_is_asked_again_within_the_budget_then_a_visible_failure(share
     share.then(no_answer).then(no_answer)
     op, document = read()
     assert len(share.calls) == 2  # the row's retry budget
-    assert (op.state, op.attention) == (Op.FAILED, "retry_budget_exhausted")
+    assert (op.state, op.attention) == (OperationState.FAILED, "retry_budget_exhausted")
     assert op.attempts.count() == 2
     assert (document.status, document.extracted) == ("failed", {})
 
@@ -171,7 +171,7 @@ def test_a_timeout_then_an_answer_extracts(share, read):
     share.then(ConnectorError(ErrorKind.UNCERTAIN, "no answer within 1.0s"))
     share.then(200, etag("1001-1700000000-952"), FORM)
     op, document = read()
-    assert op.state == Op.CONFIRMED and document.extracted["permit"] == "P-17"
+    assert op.state == OperationState.CONFIRMED and document.extracted["permit"] == "P-17"
 
 
 def test_a_document_that_is_not_a_form_gives_its_text_for_the_reviewer(share, read):
@@ -184,7 +184,7 @@ def test_a_document_that_is_not_a_form_gives_its_text_for_the_reviewer(share, re
 def test_a_broken_pdf_is_refused_with_what_was_wrong(share, read):
     share.then(200, etag("5"), b"%PDF-1.7 truncated")
     op, document = read(version="5")
-    assert (op.state, op.attention, document.status) == (Op.FAILED, "invalid", "failed")
+    assert (op.state, op.attention, document.status) == (OperationState.FAILED, "invalid", "failed")
     assert "not a readable PDF" in document.error
 
 

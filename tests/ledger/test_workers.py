@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from intake.models import EnquiryState
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 from tests.ledger.conftest import PROJECT_ROOT, child_database_url, crm_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -22,7 +22,7 @@ def states(*ops):
 
 
 def confirmed(op):
-    return lambda: Operation.objects.get(pk=op.pk).state == Op.CONFIRMED
+    return lambda: Operation.objects.get(pk=op.pk).state == OperationState.CONFIRMED
 
 
 def test_a_cluster_delivers_an_approved_enquiry(approved_enquiry, sandbox, start_cluster, wait_for):
@@ -55,7 +55,7 @@ def test_a_worker_killed_around_the_call_leaves_one_record_after_restart(
     assert f"FAILPOINT {failpoint}" in crashed.log()
     # What the crash left: the ledger says the call was in flight; the record exists.
     op.refresh_from_db()
-    assert op.state == Op.SUBMITTED
+    assert op.state == OperationState.SUBMITTED
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.SUBMITTED
     assert crm_records(sandbox, enquiry.reference) == records_at_crash
@@ -89,7 +89,7 @@ def test_a_failpoint_armed_for_one_operation_lets_other_work_through(
     cluster.wait_exit(timeout=60)
     assert "FAILPOINT after_call_succeeded" in cluster.log()
     op.refresh_from_db()
-    assert op.state == Op.SUBMITTED  # ours, in flight when the process group died
+    assert op.state == OperationState.SUBMITTED  # ours, in flight when the process group died
     assert crm_records(sandbox, target.reference) == 1
     assert crm_records(sandbox, other.reference) == 1
 
@@ -123,7 +123,7 @@ def test_a_crash_right_after_approval_loses_nothing(
     assert approving.returncode != 0 and "survived" not in approving.stdout, approving.stderr
     assert "FAILPOINT after_approval" in approving.stderr
     op = Operation.objects.get(enquiry=enquiry, action="crm.create_enquiry")
-    assert op.state == Op.APPROVED
+    assert op.state == OperationState.APPROVED
     assert crm_records(sandbox) == 0  # the call never happened
     cluster = start_cluster()
     wait_for(confirmed(op), timeout=60, message=f"the queued task ran\n{cluster.log()}")
@@ -142,7 +142,7 @@ def test_a_worker_killed_after_the_model_returns_keeps_the_suggestion(
         [op] = propose_receipt_work(enquiry)
     crashed = start_cluster(failpoints=["after_model_returns"])
     crashed.wait_exit(timeout=60)
-    assert Operation.objects.get(pk=op.pk).state == Op.SUBMITTED
+    assert Operation.objects.get(pk=op.pk).state == OperationState.SUBMITTED
     assert enquiry.suggestions.count() == 1  # stored by intake before the crash
     restarted = start_cluster(name="restarted")
     wait_for(confirmed(op), timeout=60, message=f"reconciled on restart\n{restarted.log()}")
@@ -166,7 +166,7 @@ def test_two_clusters_with_a_short_retry_write_every_record_exactly_once(
     _, slow = approved_enquiry()
     first = start_cluster(workers=2, env=env, skip_checks=True, name="first")
     wait_for(
-        lambda: Operation.objects.get(pk=slow.pk).state == Op.SUBMITTED,
+        lambda: Operation.objects.get(pk=slow.pk).state == OperationState.SUBMITTED,
         timeout=60,
         message=f"the first call in flight\n{first.log()[-2000:]}",
     )
@@ -174,7 +174,9 @@ def test_two_clusters_with_a_short_retry_write_every_record_exactly_once(
     second = start_cluster(workers=2, env=env, skip_checks=True, name="second")
 
     def done():
-        return Operation.objects.filter(pk__in=[o.pk for o in ops], state=Op.CONFIRMED).count()
+        return Operation.objects.filter(
+            pk__in=[o.pk for o in ops], state=OperationState.CONFIRMED
+        ).count()
 
     wait_for(
         lambda: done() == 200,
@@ -199,7 +201,7 @@ def test_rotating_secret_key_with_tasks_queued_loses_no_operation(
     ops = [approved_enquiry()[1] for _ in range(5)]  # queued, signed with this run's key
     cluster = start_cluster(env={"SECRET_KEY": "rotated-" + "k" * 50})
     wait_for(
-        lambda: all(state == Op.CONFIRMED for state in states(*ops)),
+        lambda: all(state == OperationState.CONFIRMED for state in states(*ops)),
         timeout=90,
         message=f"every operation delivered after the rotation\n{cluster.log()[-3000:]}",
     )

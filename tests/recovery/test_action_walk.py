@@ -22,7 +22,7 @@ from django_fsm import TransitionNotAllowed
 from intake import services as intake_services
 from intake.models import Enquiry, EnquiryState
 from ledger import services as ledger_services
-from ledger.models import Attempt, JournalEntry, Op, Operation
+from ledger.models import Attempt, JournalEntry, Operation, OperationState
 from recovery import explain, permissions
 from recovery.forms import BulkForm
 from recovery.operator_actions import ACTIONS
@@ -40,12 +40,20 @@ DUPLICATES = {"duplicates": ["CRM-1", "CRM-2"]}
 # (name, enquiry state, operation state or None, action, attention, result, attempts as
 # (kind, outcome)): every way the ledger leaves work for a person, and the demo's one.
 STARTS = [
-    ("reconciling", S.SUBMISSION_UNKNOWN, Op.UNKNOWN, CRM, "", {}, [("call", "uncertain")]),
+    (
+        "reconciling",
+        S.SUBMISSION_UNKNOWN,
+        OperationState.UNKNOWN,
+        CRM,
+        "",
+        {},
+        [("call", "uncertain")],
+    ),
     *[
         (
             f"unknown, {attention}",
             S.SUBMISSION_UNKNOWN,
-            Op.UNKNOWN,
+            OperationState.UNKNOWN,
             CRM,
             attention,
             result,
@@ -62,7 +70,7 @@ STARTS = [
     (
         "failed duplicates, submission unknown",
         S.SUBMISSION_UNKNOWN,
-        Op.FAILED,
+        OperationState.FAILED,
         CRM,
         "duplicate_records",
         DUPLICATES,
@@ -71,14 +79,22 @@ STARTS = [
     (
         "failed after no answer, submission unknown",
         S.SUBMISSION_UNKNOWN,
-        Op.FAILED,
+        OperationState.FAILED,
         CRM,
         "retry_budget_exhausted",
         {},
         [("call", "uncertain"), ("call", "transient")],
     ),
     *[
-        (f"failed, {attention}", S.APPROVED, Op.FAILED, CRM, attention, {}, [("call", outcome)])
+        (
+            f"failed, {attention}",
+            S.APPROVED,
+            OperationState.FAILED,
+            CRM,
+            attention,
+            {},
+            [("call", outcome)],
+        )
         for attention, outcome in [
             ("retry_budget_exhausted", "transient"),
             ("invalid", "invalid"),
@@ -87,11 +103,19 @@ STARTS = [
         ]
     ],
     # Checked by hand and retried: queued, the enquiry still submission unknown.
-    ("retry queued", S.SUBMISSION_UNKNOWN, Op.APPROVED, CRM, "", {}, [("call", "uncertain")]),
+    (
+        "retry queued",
+        S.SUBMISSION_UNKNOWN,
+        OperationState.APPROVED,
+        CRM,
+        "",
+        {},
+        [("call", "uncertain")],
+    ),
     (
         "acknowledgement failed",
         S.CONFIRMED,
-        Op.FAILED,
+        OperationState.FAILED,
         "notify.send",
         "retry_budget_exhausted",
         {},
@@ -100,8 +124,14 @@ STARTS = [
     ("needs information", S.NEEDS_INFORMATION, None, None, "", {}, []),
     ("unresolved classification", S.READY_FOR_REVIEW, None, None, "", {}, []),
 ]
-OPEN = (Op.UNKNOWN, Op.FAILED)
-LIVE = (Op.PROPOSED, Op.APPROVED, Op.SUBMITTED, Op.UNKNOWN, Op.FAILED)
+OPEN = (OperationState.UNKNOWN, OperationState.FAILED)
+LIVE = (
+    OperationState.PROPOSED,
+    OperationState.APPROVED,
+    OperationState.SUBMITTED,
+    OperationState.UNKNOWN,
+    OperationState.FAILED,
+)
 
 
 def build(story, start):
@@ -151,7 +181,7 @@ def way_out(enquiry_id, people) -> str | None:
     enquiry = Enquiry.objects.get(pk=enquiry_id)
     ops = operations(enquiry_id)
     for op in ops:
-        if op.state not in OPEN or (op.state == Op.UNKNOWN and not op.attention):
+        if op.state not in OPEN or (op.state == OperationState.UNKNOWN and not op.attention):
             continue  # closed, or a worker moves it (the reconcile is scheduled)
         offered = {a for who in people.values() for a in permissions.operation_actions(op, who)} - {
             "reassign"

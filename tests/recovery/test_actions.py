@@ -14,7 +14,7 @@ from django.urls import reverse
 from django_q.models import OrmQ
 
 from intake.models import Enquiry, EnquiryState, Revision
-from ledger.models import Integration, JournalEntry, Op, Operation
+from ledger.models import Integration, JournalEntry, Operation, OperationState
 from tests.recovery.pages import card, item_url, text
 
 
@@ -123,7 +123,7 @@ def test_retry_needs_the_recovery_permission_until_an_admin_grants_it(story, cli
     people["coordinator"].user_permissions.add(Permission.objects.get(codename="recover_operation"))
     assert client_for("coordinator").post(url, {"reason": "CRM is back"}).status_code == 302
     op.refresh_from_db()
-    assert op.state == Op.APPROVED
+    assert op.state == OperationState.APPROVED
     assert JournalEntry.objects.filter(action="ledger.operation.retry", reason="CRM is back")
 
 
@@ -138,7 +138,7 @@ def test_complete_by_hand_needs_the_external_reference(story, client_for):
     client_for("coordinator").post(url, {"reason": "found it", "external_id": "CRM-77"})
     op.refresh_from_db()
     op.enquiry.refresh_from_db()
-    assert (op.state, op.external_id) == (Op.CONFIRMED, "CRM-77")
+    assert (op.state, op.external_id) == (OperationState.CONFIRMED, "CRM-77")
     assert op.enquiry.state == EnquiryState.CONFIRMED
 
 
@@ -155,7 +155,7 @@ def test_cancel_and_reassign(story, client_for, people):
     assert client_for("coordinator").post(cancel, {"reason": "withdrew"}).status_code == 403
     client_for("reviewer").post(cancel, {"reason": "customer withdrew"})
     op.refresh_from_db()
-    assert op.state == Op.CANCELLED
+    assert op.state == OperationState.CANCELLED
     assert Enquiry.objects.get(pk=op.enquiry_id).state == EnquiryState.REJECTED
 
 
@@ -165,13 +165,16 @@ def test_compensate_then_approve_the_compensation(story, client_for):
         reverse("recovery:op-compensate", args=[op.pk]), {"reason": "sent by mistake"}
     )
     compensation = Operation.objects.get(compensates=op)
-    assert (compensation.action, compensation.state) == ("crm.close_enquiry", Op.PROPOSED)
+    assert (compensation.action, compensation.state) == (
+        "crm.close_enquiry",
+        OperationState.PROPOSED,
+    )
     url = reverse("recovery:op-approve", args=[compensation.pk])
     # Approving a compensation changes the CRM: the recovery permission, not a reviewer's.
     assert client_for("reviewer").post(url, {"reason": "ok"}).status_code == 403
     client_for("admin").post(url, {"reason": "checked with the CRM team"})
     compensation.refresh_from_db()
-    assert compensation.state == Op.APPROVED
+    assert compensation.state == OperationState.APPROVED
 
 
 # --- enquiry actions -----------------------------------------------------------------------------
@@ -233,7 +236,7 @@ def test_reviewer_approves_and_the_crm_write_is_queued(story, client_for, people
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.APPROVED
     op = Operation.objects.get(enquiry=enquiry, action="crm.create_enquiry")
-    assert op.state == Op.APPROVED
+    assert op.state == OperationState.APPROVED
     assert OrmQ.objects.count() == 1
 
 
@@ -375,7 +378,7 @@ def test_cancel_that_ends_the_enquiry_is_a_reviewers_decision_and_its_outcome(st
     )
     assert client_for("coordinator").post(url, {"reason": "give up"}).status_code == 403
     op.refresh_from_db()
-    assert op.state == Op.FAILED
+    assert op.state == OperationState.FAILED
 
     reviewer = client_for("reviewer")
     before = text(reviewer.get(item_url(op)))
@@ -384,7 +387,7 @@ def test_cancel_that_ends_the_enquiry_is_a_reviewers_decision_and_its_outcome(st
     assert response.status_code == 302
     op.refresh_from_db()
     enquiry = Enquiry.objects.get(pk=op.enquiry_id)
-    assert op.state == Op.CANCELLED
+    assert op.state == OperationState.CANCELLED
     assert enquiry.state == EnquiryState.REJECTED
     withdraw = JournalEntry.objects.get(action="intake.enquiry.withdraw", enquiry=enquiry)
     assert withdraw.reason == "the resident withdrew it by phone"
@@ -410,7 +413,7 @@ def test_a_coordinator_still_cancels_what_does_not_end_an_enquiry(story, client_
     )
     assert response.status_code == 302
     op.refresh_from_db()
-    assert op.state == Op.CANCELLED
+    assert op.state == OperationState.CANCELLED
     assert Enquiry.objects.get(pk=op.enquiry_id).state == EnquiryState.APPROVED
 
 

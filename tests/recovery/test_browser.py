@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 
 from intake.models import EnquiryState
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 from tests.ledger.conftest import crm_records
 
 pytestmark = [
@@ -128,7 +128,7 @@ def test_coordinator_reconciles_an_unknown_item_to_confirmed(
     sandbox.fault("crm.lookup", "error_503")
     enquiry, op = approved_enquiry()
     run_queue(until=lambda: Operation.objects.get(pk=op.pk).attention == "lookup_failed")
-    assert op_state(op) == Op.UNKNOWN
+    assert op_state(op) == OperationState.UNKNOWN
     assert crm_records(sandbox, enquiry.reference) == 1
     cluster = start_cluster()
     coordinator = make_user("coordinator", username="casey")
@@ -147,7 +147,7 @@ def test_coordinator_reconciles_an_unknown_item_to_confirmed(
     ).wait_for()
 
     wait_for(
-        lambda: op_state(op) == Op.CONFIRMED,
+        lambda: op_state(op) == OperationState.CONFIRMED,
         timeout=60,
         message=f"the cluster reconciles the operation\n{cluster.log()[-3000:]}",
     )
@@ -178,7 +178,7 @@ def test_reviewer_approves_and_the_crm_record_appears(
 
     op = Operation.objects.get(enquiry=enquiry, action="crm.create_enquiry")
     wait_for(
-        lambda: op_state(op) == Op.CONFIRMED,
+        lambda: op_state(op) == OperationState.CONFIRMED,
         timeout=60,
         message=f"the cluster delivers the approved enquiry\n{cluster.log()[-3000:]}",
     )
@@ -545,7 +545,7 @@ def test_screenshots_of_the_working_list(page, story, make_user):
     page.get_by_role("heading", name="Reconcile now: 3 done, 0 refused").wait_for()
     assert page_width(page) <= 1440
     page.screenshot(path=str(SCREENSHOTS / "bulk-results.png"), full_page=True)
-    assert all(op_state(op) == Op.UNKNOWN for op in ops)
+    assert all(op_state(op) == OperationState.UNKNOWN for op in ops)
 
     page.context.clear_cookies()
     login(page, reviewer.username)

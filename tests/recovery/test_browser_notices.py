@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from recovery.models import OperatorNotice
 from tests.recovery.test_browser import _roles, chromium  # noqa: F401 (fixtures)
 from tests.recovery.test_browser_config import HOSTILE, LONG, login, shot, wide  # noqa: F401
@@ -62,7 +62,7 @@ def test_my_page_and_a_failed_message_to_an_operator(wide, people, integrations_
         op.fail(actor="system:test", reason="550")
         op.save()
     OperatorNotice.objects.filter(key="k0").update(operation=op)
-    assert Operation.objects.get(pk=op.pk).state == Op.FAILED
+    assert Operation.objects.get(pk=op.pk).state == OperationState.FAILED
     assert Integration.objects.filter(name="notify").exists()
 
     login(wide, casey)

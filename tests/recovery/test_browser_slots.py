@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from intake.models import Revision
 from ledger import appointments
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from tests.intake.factories import CategoryFactory
 from tests.ledger.conftest import (  # noqa: F401 (fixtures)
     point_appointments,
@@ -68,7 +68,7 @@ def read(enquiry, state, *, age=0, number=1, version=None):
         as_of=as_of, busy=busy, version=version or {"ctag": '"c-1"'}, max_age_seconds=300
     )
     Operation.objects.filter(pk=op.pk).update(
-        result=result if state == Op.CONFIRMED else {},
+        result=result if state == OperationState.CONFIRMED else {},
         idempotency_key=f"{enquiry.pk}:appointments.read:read{number}:r1",
         payload={"read": number},
         created_at=as_of + timedelta(microseconds=number),
@@ -104,7 +104,7 @@ def test_never_read_asks_a_worker_and_shows_the_slots_when_they_arrive(
     # The page asked (htmx posted the card's form on load); a worker reads the calendar.
     wait_for(
         lambda: Operation.objects.filter(
-            enquiry=enquiry, action="appointments.read", state=Op.CONFIRMED
+            enquiry=enquiry, action="appointments.read", state=OperationState.CONFIRMED
         ).exists(),
         timeout=60,
         message=f"the cluster reads the calendar\n{cluster.log()[-3000:]}",
@@ -127,10 +127,10 @@ def test_stale_unreadable_and_held_as_people_see_them(page, make_user, visit):  
     Integration.objects.filter(name="appointments").update(max_age_seconds=300, owner=owner)
     reviewer = make_user("reviewer", username="robin")
     stale = visit()
-    read(stale, Op.CONFIRMED, age=23 * 60)
+    read(stale, OperationState.CONFIRMED, age=23 * 60)
     failed = visit()
-    read(failed, Op.CONFIRMED, age=47 * 60, number=1, version={"ctag": '"c-1"'})
-    broken = read(failed, Op.FAILED, number=2)
+    read(failed, OperationState.CONFIRMED, age=47 * 60, number=1, version={"ctag": '"c-1"'})
+    broken = read(failed, OperationState.FAILED, number=2)
     Operation.objects.filter(pk=broken.pk).update(
         attention="retry_budget_exhausted",
         owner=owner,
@@ -155,12 +155,12 @@ def test_stale_unreadable_and_held_as_people_see_them(page, make_user, visit):  
     assert "stale" in text and "23 min ago" in text and "older than the 5 min allowed" in text
     shot(plain, "review-slots-stale.png")
     plain.close()
-    assert not Operation.objects.filter(enquiry=stale, state=Op.APPROVED).exists()
+    assert not Operation.objects.filter(enquiry=stale, state=OperationState.APPROVED).exists()
 
     # With it, the page asks a worker for a read; the integration is paused, so it is held.
     Integration.objects.filter(name="appointments").update(paused=True)
     page.goto(page.base + f"/console/review/{stale.reference}/")
     page.locator("#slots.slots-reading").get_by_text("is paused").wait_for()
     new = Operation.objects.filter(enquiry=stale, action="appointments.read").latest("created_at")
-    assert new.state == Op.APPROVED and new.held
+    assert new.state == OperationState.APPROVED and new.held
     shot(page, "review-slots-held.png")

@@ -5,8 +5,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from intake.models import Enquiry, EnquiryState
-from ledger.models import Op, Operation
-from recovery import queue as work
+from ledger.models import Operation, OperationState
+from recovery import queue
 from recovery.explain import RUNBOOKS
 from recovery.markdown import render
 from recovery.models import Queue
@@ -14,13 +14,13 @@ from recovery.models import Queue
 
 def test_demo_puts_something_in_every_queue_and_state(demo):
     assert set(Enquiry.objects.values_list("state", flat=True)) == set(EnquiryState.values)
-    assert set(Operation.objects.values_list("state", flat=True)) == set(Op.values)
-    queues = {row["q_queue"] for row in work.all_rows()}
+    assert set(Operation.objects.values_list("state", flat=True)) == set(OperationState.values)
+    queues = {row["q_queue"] for row in queue.all_rows()}
     assert queues == set(Queue.values) - {Queue.REVIEW}
     assert Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW).exists()
     test_001 = Enquiry.objects.get(reference="TEST-001")
     assert test_001.state == EnquiryState.SUBMISSION_UNKNOWN
-    assert test_001.operations.get().state == Op.UNKNOWN
+    assert test_001.operations.get().state == OperationState.UNKNOWN
 
 
 def test_demo_history_is_dated_in_the_past(demo):
@@ -186,14 +186,14 @@ def test_a_sweep_right_after_seeding_leaves_the_in_flight_example_in_flight(demo
 
     from ledger.sweeper import sweep
 
-    in_flight = list(Operation.objects.filter(state=Op.SUBMITTED))
+    in_flight = list(Operation.objects.filter(state=OperationState.SUBMITTED))
     assert len(in_flight) == 1
     op = in_flight[0]
     assert op.lease_owner and op.lease_expires_at > timezone.now()
     report = sweep(actor="system:tests")
     assert report.lost_in_flight == []
     op.refresh_from_db()
-    assert op.state == Op.SUBMITTED and op.enquiry.state == EnquiryState.SUBMITTED
+    assert op.state == OperationState.SUBMITTED and op.enquiry.state == EnquiryState.SUBMITTED
 
 
 def test_a_sweep_right_after_seeding_leaves_the_held_approved_example_waiting(demo):
@@ -203,13 +203,13 @@ def test_a_sweep_right_after_seeding_leaves_the_held_approved_example_waiting(de
     sends it, as the story says."""
     from ledger.sweeper import sweep
 
-    held = list(Operation.objects.filter(state=Op.APPROVED, held=True))
+    held = list(Operation.objects.filter(state=OperationState.APPROVED, held=True))
     assert len(held) == 1
     op = held[0]
     assert op.integration.paused and op.integration.pause_reason
     report = sweep(actor="system:tests")
     assert str(op.pk) not in report.executions_enqueued + report.held
     op.refresh_from_db()
-    assert (op.state, op.held, op.attempt_count) == (Op.APPROVED, True, 0)
+    assert (op.state, op.held, op.attempt_count) == (OperationState.APPROVED, True, 0)
     due = Operation.objects.get(enquiry__subject="Fly-tipping", action="crm.create_enquiry")
     assert str(due.pk) in report.executions_enqueued

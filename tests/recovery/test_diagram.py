@@ -6,7 +6,7 @@ from itertools import pairwise
 from django.template import Context, Template
 
 from intake.models import Enquiry, EnquiryState
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 from recovery.diagram import fsm_graph, layout, render_svg
 
 
@@ -24,7 +24,7 @@ def test_every_state_and_transition_of_the_enquiry_is_drawn():
 
 
 def test_the_current_state_is_marked_and_only_it():
-    svg = render_svg(Operation, current=Op.UNKNOWN, visited={"proposed", "approved"})
+    svg = render_svg(Operation, current=OperationState.UNKNOWN, visited={"proposed", "approved"})
     assert svg.count('class="fsm-node current"') == 1
     assert 'class="fsm-node current" data-state="unknown"' in svg
     assert 'class="fsm-node visited" data-state="approved"' in svg

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ledger import execution
 from ledger.connectors.base import LookupResult
-from ledger.models import Integration, Op
+from ledger.models import Integration, OperationState
 from tests.recovery.pages import card, item_url, text
 
 
@@ -59,7 +59,7 @@ def test_the_card_says_reconciling_then_shows_what_happened(story, client_for):
         seen_attempts=op.attempt_count,
     )
     op.refresh_from_db()
-    assert op.state == Op.APPROVED  # not found: the write goes again, same key
+    assert op.state == OperationState.APPROVED  # not found: the write goes again, same key
     retrying = text(coordinator.get(reverse("recovery:op-card", args=[op.pk])))
     assert "look-up: no record found" in retrying
 

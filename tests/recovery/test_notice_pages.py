@@ -79,7 +79,7 @@ def failed_message(integrations_rows):
 
 
 def test_a_failed_message_to_an_operator_is_cancelled_on_its_own_page(client_for, failed_message):
-    from ledger.models import Op
+    from ledger.models import OperationState
 
     client = client_for("admin")
     url = f"/console/operations/{failed_message.pk}/"
@@ -90,12 +90,12 @@ def test_a_failed_message_to_an_operator_is_cancelled_on_its_own_page(client_for
     refused = client.post(url + "cancel/", {"reason": " "})
     assert refused.status_code == 302
     failed_message.refresh_from_db()
-    assert failed_message.state == Op.FAILED  # a reason is required
+    assert failed_message.state == OperationState.FAILED  # a reason is required
     done = client.post(url + "cancel/", {"reason": "casey was told by phone"})
     assert done.status_code == 302 and done["Location"].startswith(url)
     failed_message.refresh_from_db()
-    assert failed_message.state == Op.CANCELLED
+    assert failed_message.state == OperationState.CANCELLED
     # Offered nothing it cannot do: no reassign on its page.
     assert client.post(url + "reassign/", {"reason": "x", "owner": ""}).status_code == 302
     failed_message.refresh_from_db()
-    assert failed_message.state == Op.CANCELLED
+    assert failed_message.state == OperationState.CANCELLED

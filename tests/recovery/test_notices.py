@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ledger import notices as ledger_notices
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from ledger.services import reassign_operation
 from recovery import notices
 from recovery.models import NoticePreference, OperatorNotice
@@ -29,7 +29,7 @@ def digests(user=None):
 
 def settled(op):
     op.refresh_from_db()
-    return op.state in (Op.CONFIRMED, Op.FAILED, Op.UNKNOWN)
+    return op.state in (OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN)
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def crm_owner(make_user, integrations):
 def failed_crm_write(sandbox, approved_enquiry, run_queue):
     sandbox.fault("crm.create", "error_503", count=20)
     _enquiry, op = approved_enquiry()
-    run_queue(until=lambda: Operation.objects.get(pk=op.pk).state == Op.FAILED)
+    run_queue(until=lambda: Operation.objects.get(pk=op.pk).state == OperationState.FAILED)
     return Operation.objects.get(pk=op.pk)
 
 
@@ -62,7 +62,7 @@ def test_a_failed_crm_write_reaches_its_owners_inbox_within_the_interval(
     [digest] = digests(crm_owner)
     run_queue(until=lambda: settled(digest))
 
-    assert digest.state == Op.CONFIRMED
+    assert digest.state == OperationState.CONFIRMED
     assert digest.enquiry is None
     message_id = ledger_notices.message_id(digest.idempotency_key)
     assert mail.stats()["by_message_id"] == {message_id: 1}
@@ -153,7 +153,7 @@ def test_a_message_to_an_operator_that_fails_is_in_the_queue(
     notices.run()
     [digest] = digests(casey)
     run_queue(until=lambda: settled(digest))
-    assert digest.state == Op.FAILED and digest.attention == "invalid"
+    assert digest.state == OperationState.FAILED and digest.attention == "invalid"
     assert mail.stats()["received"] == 0
     rows = [r for r in all_rows() if str(r["q_key"]) == str(digest.pk)]
     assert [r["q_queue"] for r in rows] == ["failed"]
@@ -172,7 +172,7 @@ def test_credentials_refused_tells_the_integrations_owner(
 ):
     sandbox.fault("crm.create", "error_401", count=5)
     _enquiry, op = approved_enquiry()
-    run_queue(until=lambda: Operation.objects.get(pk=op.pk).state == Op.FAILED)
+    run_queue(until=lambda: Operation.objects.get(pk=op.pk).state == OperationState.FAILED)
     notices.run()
     kinds = set(OperatorNotice.objects.filter(user=crm_owner).values_list("kind", flat=True))
     assert OperatorNotice.CREDENTIALS in kinds

@@ -2,12 +2,12 @@
 
 import pytest
 
-from ledger.models import Integration, Op, Operation
+from ledger.models import Integration, Operation, OperationState
 from recovery import permissions
 
 
 def test_an_operation_offers_what_the_policy_and_the_permission_allow(people):
-    unknown = Operation(action="crm.create_enquiry", state=Op.UNKNOWN)
+    unknown = Operation(action="crm.create_enquiry", state=OperationState.UNKNOWN)
     assert permissions.operation_actions(unknown, people["admin"]) == [
         "reconcile",
         "complete_by_hand",
@@ -17,7 +17,7 @@ def test_an_operation_offers_what_the_policy_and_the_permission_allow(people):
 
 
 def test_an_operation_with_no_policy_offers_nothing_rather_than_guess(people):
-    stray = Operation(action="crm.delete_everything", state=Op.FAILED)
+    stray = Operation(action="crm.delete_everything", state=OperationState.FAILED)
     assert permissions.operation_actions(stray, people["admin"]) == []
 
 
@@ -59,6 +59,6 @@ def test_an_integration_offers_the_one_next_step(people, paused, awaiting, expec
 
 def test_a_message_to_an_operator_is_not_reassigned(people):
     # It belongs to no enquiry and to nobody's queue: retried, completed or cancelled.
-    message = Operation(action="notify.send", state=Op.FAILED, enquiry=None)
+    message = Operation(action="notify.send", state=OperationState.FAILED, enquiry=None)
     assert "reassign" not in permissions.operation_actions(message, people["admin"])
     assert "cancel" in permissions.operation_actions(message, people["admin"])

@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from intake.models import Enquiry, Revision
-from ledger.models import Integration, Op, Operation, payload_hash
-from recovery import queue as work
+from ledger.models import Integration, Operation, OperationState, payload_hash
+from recovery import queue
 from recovery.models import Queue, QueueVisit, ResponsePolicy
 from recovery.queue import paging, sources
 from recovery.tasks import escalate_overdue
@@ -50,7 +50,7 @@ def bulk_queue(n, integrations_rows, category=None):
                     payload={},
                     payload_hash=payload_hash({}),
                     integration=integrations_rows["crm" if action.startswith("crm") else "notify"],
-                    state=Op.UNKNOWN if i % 4 == 0 else Op.FAILED,
+                    state=OperationState.UNKNOWN if i % 4 == 0 else OperationState.FAILED,
                     state_changed_at=now - timedelta(minutes=i),
                 )
             )
@@ -88,7 +88,7 @@ def test_query_count_is_the_same_for_10_and_1000_items(client_for, integrations_
     bulk_queue(1000, integrations_rows)
     large, response = count_queue_queries(client)
     assert response.context["page"].count == 1001
-    assert len(response.context["page"].rows) == work.PAGE_SIZE
+    assert len(response.context["page"].rows) == queue.PAGE_SIZE
     kinds = {r.kind for r in response.context["page"].rows}
     assert kinds == {"operation", "enquiry", "integration"}
     assert small == large, f"{small} queries for 10 items, {large} for 1,000"
@@ -104,7 +104,7 @@ def test_every_kind_of_work_is_one_row(story, integrations_rows):
     story.operation("confirmed")
     story.operation("submitted")
     Integration.objects.filter(name="documents").update(paused=True, paused_at=timezone.now())
-    page = work.page(work.Filters(), 1)
+    page = queue.page(queue.Filters(), 1)
     keys = {(r.kind, r.key, r.queue) for r in page.rows}
     assert keys == {
         ("operation", str(unknown.pk), Queue.UNKNOWN),
@@ -133,7 +133,7 @@ def test_overdue_first_then_customer_affecting_then_oldest(story, people):
     _age(customer_new, 2)
     customer_old = story.operation("unknown")
     _age(customer_old, 3)
-    order = [r.key for r in work.page(work.Filters(), 1).rows]
+    order = [r.key for r in queue.page(queue.Filters(), 1).rows]
     assert order == [str(o.pk) for o in (old_internal, customer_old, customer_new, internal)]
 
 
@@ -172,7 +172,7 @@ def test_owner_and_due_come_from_the_most_specific_policy(story, people, integra
     )
     crm = story.operation("failed")
     notify = story.operation("failed", action="notify.send", integration="notify")
-    rows = {r.key: r for r in work.page(work.Filters(), 1).rows}
+    rows = {r.key: r for r in queue.page(queue.Filters(), 1).rows}
     assert rows[str(crm.pk)].owner == people["reviewer"]
     assert rows[str(notify.pk)].owner == people["coordinator"]
     notify.refresh_from_db()
@@ -241,10 +241,10 @@ def test_order_holds_across_groups_with_different_response_periods(story, integr
         waiting.reference,
         str(internal_new.pk),
     ]
-    first = work.page(work.Filters(), 1)
+    first = queue.page(queue.Filters(), 1)
     assert [r.key for r in first.rows] == expected
     assert [r.overdue for r in first.rows] == [True, True, False, False, False, False]
-    paged = [r.key for n in (1, 2, 3) for r in work.page(work.Filters(), n, size=2).rows]
+    paged = [r.key for n in (1, 2, 3) for r in queue.page(queue.Filters(), n, size=2).rows]
     assert paged == expected
 
 
@@ -256,9 +256,9 @@ def _more_groups(integrations_rows, people):
     approved = Enquiry.objects.filter(state="approved").order_by("reference")
     for i, enquiry in enumerate(approved):
         action, integration, state = (
-            ("documents.extract", integrations_rows["documents"], Op.FAILED)
+            ("documents.extract", integrations_rows["documents"], OperationState.FAILED)
             if i % 2
-            else ("suggest.category", None, Op.UNKNOWN)
+            else ("suggest.category", None, OperationState.UNKNOWN)
         )
         ops.append(
             Operation(
@@ -317,7 +317,7 @@ def test_pages_and_filters_agree_with_the_whole_queue(
     )
     bulk_queue(60, integrations_rows)
     _more_groups(integrations_rows, people)
-    Operation.objects.filter(action="notify.send", state=Op.UNKNOWN).update(
+    Operation.objects.filter(action="notify.send", state=OperationState.UNKNOWN).update(
         owner=people["coordinator"]
     )
     # Some operations were attempted, at times unrelated to when they entered the queue.
@@ -330,11 +330,11 @@ def test_pages_and_filters_agree_with_the_whole_queue(
     def keys(rows):
         return [(r["q_kind"], r["q_key"]) for r in rows]
 
-    expected = keys(work.all_rows(now))
+    expected = keys(queue.all_rows(now))
     assert len({k for k in expected}) == len(expected) > 60
     seen, number = [], 1
     while True:
-        page = work.page(work.Filters(), number, now=now, size=7)
+        page = queue.page(queue.Filters(), number, now=now, size=7)
         seen += [(r.kind, r.key) for r in page.rows]
         if not page.has_next:
             break
@@ -344,34 +344,36 @@ def test_pages_and_filters_agree_with_the_whole_queue(
 
     coordinator = people["coordinator"].pk
     for filters in [
-        work.Filters(overdue=True),
-        work.Filters(owner=str(people["reviewer"].pk)),
-        work.Filters(owner=str(people["admin"].pk)),
-        work.Filters(owner="none"),
-        work.Filters(mine=True, user_id=coordinator),
-        work.Filters(queue=Queue.FAILED),
-        work.Filters(queue=Queue.UNKNOWN, overdue=True),
-        work.Filters(queue=Queue.UNRESOLVED),
-        work.Filters(integration="notify"),
-        work.Filters(integration="documents", overdue=True),
-        work.Filters(queue=Queue.NEEDS_INFORMATION, owner=str(people["admin"].pk)),
-        work.Filters(queue=Queue.SUBMISSION_UNKNOWN),
-        work.Filters(owner="none", overdue=True),
+        queue.Filters(overdue=True),
+        queue.Filters(owner=str(people["reviewer"].pk)),
+        queue.Filters(owner=str(people["admin"].pk)),
+        queue.Filters(owner="none"),
+        queue.Filters(mine=True, user_id=coordinator),
+        queue.Filters(queue=Queue.FAILED),
+        queue.Filters(queue=Queue.UNKNOWN, overdue=True),
+        queue.Filters(queue=Queue.UNRESOLVED),
+        queue.Filters(integration="notify"),
+        queue.Filters(integration="documents", overdue=True),
+        queue.Filters(queue=Queue.NEEDS_INFORMATION, owner=str(people["admin"].pk)),
+        queue.Filters(queue=Queue.SUBMISSION_UNKNOWN),
+        queue.Filters(owner="none", overdue=True),
         # Sorted (issue 19): each group's own order still agrees with the chosen one.
-        work.Filters(sort="age"),
-        work.Filters(sort="due"),
-        work.Filters(sort="attempt"),
-        work.Filters(sort="due", queue=Queue.SUBMISSION_UNKNOWN),
-        work.Filters(sort="attempt", owner="none"),
-        work.Filters(sort="age", integration="crm"),
+        queue.Filters(sort="age"),
+        queue.Filters(sort="due"),
+        queue.Filters(sort="attempt"),
+        queue.Filters(sort="due", queue=Queue.SUBMISSION_UNKNOWN),
+        queue.Filters(sort="attempt", owner="none"),
+        queue.Filters(sort="age", integration="crm"),
         # One group of what failed the same way.
-        work.Filters(group=work.GroupKey("crm", Op.UNKNOWN, "", "", None)),
-        work.Filters(group=work.GroupKey("notify", Op.FAILED, "", "", None), sort="attempt"),
+        queue.Filters(group=queue.GroupKey("crm", OperationState.UNKNOWN, "", "", None)),
+        queue.Filters(
+            group=queue.GroupKey("notify", OperationState.FAILED, "", "", None), sort="attempt"
+        ),
     ]:
-        whole = keys(work.all_rows(now, filters))
+        whole = keys(queue.all_rows(now, filters))
         assert whole, filters  # every filter here has rows: the comparison means something
         for size in (5, 50):
-            page = work.page(filters, 1, now=now, size=size)
+            page = queue.page(filters, 1, now=now, size=size)
             assert [(r.kind, r.key) for r in page.rows] == whole[:size], (filters, size)
             assert page.count == len(whole)
             assert page.has_next == (len(whole) > size)
@@ -386,7 +388,7 @@ def test_the_count_stops_at_its_cap_and_says_so(client_for, integrations_rows, m
     assert "<strong>5+</strong> waiting" in response.content.decode()
     seen, number = [], 1
     while True:  # paging goes on past the cap: a full page says whether another follows
-        page = work.page(work.Filters(), number, size=4)
+        page = queue.page(queue.Filters(), number, size=4)
         seen += [r.key for r in page.rows]
         if not page.has_next:
             break

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from intake.models import Enquiry, EnquiryState
 from ledger.execution.outcomes import fail_operation
-from ledger.models import Integration, JournalEntry, Op, Operation
+from ledger.models import Integration, JournalEntry, Operation, OperationState
 from recovery import ownership
 from recovery.models import Queue, ResponsePolicy
 from recovery.tasks import escalate_overdue
@@ -57,7 +57,7 @@ def test_2_a_new_failure_goes_to_the_failed_queues_owner_not_the_integrations(
     fail_operation(op, enquiry, "system:tests", "retry_budget_exhausted", "503 every time")
     op.save()
     op.refresh_from_db()
-    assert op.state == Op.FAILED and op.owner is None
+    assert op.state == OperationState.FAILED and op.owner is None
 
     coordinator = client_for("coordinator")
     row = queue_row(coordinator.get(reverse("recovery:queue")), op.pk)
@@ -187,7 +187,7 @@ def test_1_no_cancel_where_the_destination_was_seen_to_hold_records(story, clien
     )
     assert response.status_code == 409
     op.refresh_from_db()
-    assert op.state == Op.FAILED
+    assert op.state == OperationState.FAILED
 
 
 def test_1_cancelling_a_queued_retry_closes_the_enquiry_it_was_waiting_on(story, client_for):
@@ -199,7 +199,7 @@ def test_1_cancelling_a_queued_retry_closes_the_enquiry_it_was_waiting_on(story,
     reviewer.post(reverse("recovery:op-cancel", args=[op.pk]), {"reason": "resident withdrew"})
     enquiry.refresh_from_db()
     op.refresh_from_db()
-    assert op.state == Op.CANCELLED
+    assert op.state == OperationState.CANCELLED
     assert enquiry.state == EnquiryState.REJECTED and enquiry.closed_at is not None
 
 
@@ -232,7 +232,7 @@ def test_3_the_owner_of_failed_work_retries_a_write_the_destination_never_receiv
     assert "Retry: 3 done, 0 refused" in text(coordinator.get(response["Location"]))
     assert set(
         Operation.objects.filter(pk__in=[o.pk for o in ops]).values_list("state", flat=True)
-    ) == {Op.APPROVED}
+    ) == {OperationState.APPROVED}
 
 
 def test_3_the_bulk_menu_offers_only_what_the_person_may_do_and_says_who_may(story, client_for):
@@ -318,7 +318,7 @@ def test_15_old_lookup_evidence_says_when_and_offers_reconcile_when_lookup_works
 def test_17_dashboard_links_only_to_lists_that_hold_what_it_counts(story, client_for):
     ResponsePolicy.objects.create(queue=Queue.SUBMISSION_UNKNOWN, review_cadence=timedelta(hours=4))
     op = duplicates_in_submission_unknown(story)
-    Operation.objects.filter(pk=op.pk).update(state=Op.UNKNOWN)
+    Operation.objects.filter(pk=op.pk).update(state=OperationState.UNKNOWN)
     # Waiting longer than the cadence, with nobody opening the queue (an empty queue, or one
     # whose work arrived within the cadence, is never flagged).
     Enquiry.objects.filter(pk=op.enquiry_id).update(

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from intake.models import Revision
 from ledger import appointments
-from ledger.models import Integration, JournalEntry, Op, Operation
+from ledger.models import Integration, JournalEntry, Operation, OperationState
 from tests.intake.factories import CategoryFactory
 from tests.ledger.factories import make_operation
 
@@ -41,7 +41,7 @@ def read(enquiry, row, state="confirmed", *, age=0, number=1, version=None):
         as_of=as_of, busy=busy, version=version or {"ctag": "v1"}, max_age_seconds=300
     )
     Operation.objects.filter(pk=op.pk).update(
-        result=result if state == Op.CONFIRMED else {},
+        result=result if state == OperationState.CONFIRMED else {},
         idempotency_key=f"{enquiry.pk}:appointments.read:read{number}:r1",
         payload={"read": number},
         created_at=timezone.now() - timedelta(seconds=age) + timedelta(microseconds=number),
@@ -127,7 +127,7 @@ def test_asking_for_a_read_proposes_one_operation_for_a_worker(visit, client_for
     again = client.post(url)  # a second ask while the first is under way: the same read
     assert again.status_code == 302 and again.url.endswith("#slots")
     ops = Operation.objects.filter(enquiry=visit, action="appointments.read")
-    assert [(op.state, op.payload) for op in ops] == [(Op.APPROVED, {"read": 1})]
+    assert [(op.state, op.payload) for op in ops] == [(OperationState.APPROVED, {"read": 1})]
     assert ops[0].task_enqueued_at is not None
     entry = JournalEntry.objects.get(subject_id=str(ops[0].pk), action="ledger.operation.proposed")
     assert entry.reason == "slots needed to review the enquiry"

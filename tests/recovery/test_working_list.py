@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
-from ledger.models import JournalEntry, Op, Operation
+from ledger.models import JournalEntry, Operation, OperationState
 from recovery.models import ResponsePolicy
 
 
@@ -130,7 +130,7 @@ def test_bulk_reconcile_one_reason_each_item_checked_and_a_summary(story, client
         assert _journal(op, "recovery.operation.reconcile_requested").get().reason == reason
     assert not _journal(failed, "recovery.operation.reconcile_requested").exists()
     failed.refresh_from_db()
-    assert failed.state == Op.FAILED
+    assert failed.state == OperationState.FAILED
 
 
 def test_bulk_retry_is_refused_item_by_item_without_the_permission(story, client_for):
@@ -149,7 +149,7 @@ def test_bulk_retry_is_refused_item_by_item_without_the_permission(story, client
     assert "Retry: 0 done, 3 refused" in html and "Only an admin" in html
     assert set(
         Operation.objects.filter(pk__in=[o.pk for o in ops]).values_list("state", flat=True)
-    ) == {Op.FAILED}
+    ) == {OperationState.FAILED}
     assert not JournalEntry.objects.filter(action__contains="retry", reason="CRM is back").exists()
 
 
@@ -167,7 +167,7 @@ def test_bulk_cancel_a_whole_group_and_reassign_a_selection(story, client_for, p
     assert "Cancel safely: 4 done, 0 refused" in html
     assert set(
         Operation.objects.filter(pk__in=[o.pk for o in ops]).values_list("state", flat=True)
-    ) == {Op.CANCELLED}
+    ) == {OperationState.CANCELLED}
 
     op = story.operation("unknown")
     moved = admin.post(

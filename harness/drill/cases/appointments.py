@@ -10,7 +10,7 @@ from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
 from intake.services import reject_enquiry, revise_enquiry
 from ledger import appointments
-from ledger.models import Integration, Op
+from ledger.models import Integration, OperationState
 from ledger.services import cancel_operation, request_slots, slots_view
 
 ASK = "drill: slots needed to review the enquiry"
@@ -32,7 +32,7 @@ def needing_a_visit(d: Drill, case: CaseResult):
     return enquiry
 
 
-def read(d: Drill, enquiry, *, until=(Op.CONFIRMED,), what="the read to be confirmed"):
+def read(d: Drill, enquiry, *, until=(OperationState.CONFIRMED,), what="the read to be confirmed"):
     op, how = request_slots(enquiry.pk, actor=d.reviewer, reason=ASK)
     if how != "requested":
         raise CaseFailed(f"asking for slots gave {how!r}, not a new read")
@@ -83,7 +83,7 @@ def appointments_unavailable(d: Drill, case: CaseResult):
     enquiry = needing_a_visit(d, case)
     budget = Integration.objects.get(name=Integration.APPOINTMENTS).retry_budget
     calendar.proxy.fault("appointments.version", "error_503", count=budget + 5)
-    op = read(d, enquiry, until=(Op.FAILED,), what="the read to fail")
+    op = read(d, enquiry, until=(OperationState.FAILED,), what="the read to fail")
     calendar.proxy.clear_faults()
     calls = op.attempts.filter(kind="call").count()
     stats = calendar.proxy.stats()["targets"]
@@ -119,7 +119,7 @@ def appointments_stale(d: Drill, case: CaseResult):
     stale = slots_view(enquiry)
     # The re-read cannot be made: the calendar answers 503 to every request.
     calendar.proxy.fault("appointments.version", "error_503", count=20)
-    failed = read(d, enquiry, until=(Op.FAILED,), what="the re-read to fail")
+    failed = read(d, enquiry, until=(OperationState.FAILED,), what="the re-read to fail")
     view = slots_view(enquiry)
     case.note(
         f"first read as of {first.result.get('as_of')}; stale after {stale.age_seconds:.0f}s "
@@ -140,7 +140,9 @@ def appointments_stale(d: Drill, case: CaseResult):
     case.destination_records = calendar.records()
     case.note(f"calendar back: read {again.state}, failed read {failed.state}, card {view.state}")
     case.check(view.state == "fresh" and view.read == again, "re-read, and current again")
-    case.check(failed.state == Op.CANCELLED, "the failed read left the queue (answered later)")
+    case.check(
+        failed.state == OperationState.CANCELLED, "the failed read left the queue (answered later)"
+    )
     finish(d, enquiry)
 
 

@@ -9,7 +9,7 @@ from harness.drill.cases.steps import S, create_calls_since, deliver_to_crm, rea
 from harness.drill.results import CaseResult
 from harness.drill.runner import ACTOR, Drill
 from intake.services import revise_enquiry
-from ledger.models import Op
+from ledger.models import OperationState
 from ledger.queueing import live_tasks
 from ledger.services import backlog, pause_integration, release_backlog, resume_integration
 from ledger.sweeper import sweep
@@ -37,10 +37,14 @@ def changed_after_approval(d: Drill, case: CaseResult):
         f"r1 write {first.state}; enquiry {enquiry.state} at r{enquiry.current_revision}; "
         f"r2 write {second.state if second else 'none'}"
     )
-    case.check(first.state == Op.CANCELLED, "the approved r1 write cancelled", first.state)
+    case.check(
+        first.state == OperationState.CANCELLED, "the approved r1 write cancelled", first.state
+    )
     case.check(enquiry.state == S.READY_FOR_REVIEW, "back to review", enquiry.state)
     case.check(enquiry.approved_revision is None, "the approval did not carry over")
-    case.check(second is not None and second.state == Op.PROPOSED, "r2 waits for a reviewer")
+    case.check(
+        second is not None and second.state == OperationState.PROPOSED, "r2 waits for a reviewer"
+    )
     # The r1 task (queued with the approval) runs and finds nothing to claim.
     d.wait(lambda: str(first.pk) not in (live_tasks() or {}), "the stale r1 task to be consumed")
     case.check(
@@ -66,11 +70,15 @@ def category_corrected(d: Drill, case: CaseResult):
     categorise(first_category, "drill: set the category")
     d.destination.fault("crm.create", "error_503", count=10)
     failed = d.approve(enquiry)
-    failed = d.wait_operation(failed, lambda o: o.state == Op.FAILED, "the first write to fail")
+    failed = d.wait_operation(
+        failed, lambda o: o.state == OperationState.FAILED, "the first write to fail"
+    )
     d.destination.clear_faults()
     categorise(corrected, "drill: the category was wrong")
     failed.refresh_from_db()
-    case.check(failed.state == Op.CANCELLED, "the failed write of the old revision cancelled")
+    case.check(
+        failed.state == OperationState.CANCELLED, "the failed write of the old revision cancelled"
+    )
     op = deliver_to_crm(d, case, enquiry)
     records = d.destination.crm_records(enquiry.reference)
     case.destination_records = len(records)
@@ -103,7 +111,7 @@ def integration_paused(d: Drill, case: CaseResult):
             f"{held_records} record(s); queue: {queue}"
         )
         case.check(d.stored_event(case.input_reference) is not None, "intake kept")
-        case.check(op.state == Op.APPROVED and op.held, "the write held", op.state)
+        case.check(op.state == OperationState.APPROVED and op.held, "the write held", op.state)
         case.check(held_records == 0, "no writes while paused", held_records)
         case.check(in_backlog, "in the visible backlog")
         case.check(queue == "paused_backlog", "the paused integration in the queue", queue)
@@ -113,7 +121,7 @@ def integration_paused(d: Drill, case: CaseResult):
     still = d.destination.records(enquiry.reference)
     case.check(op.held and still == 0, "resuming does not release unreviewed work", still)
     release_backlog("crm", actor=ACTOR, reason="drill: backlog reviewed", operation_ids=[op.pk])
-    d.wait_operation(op, lambda o: o.state == Op.CONFIRMED, "the released write")
+    d.wait_operation(op, lambda o: o.state == OperationState.CONFIRMED, "the released write")
     count = d.records(case, enquiry)
     case.note(f"resumed; backlog reviewed and released: {op.state}, {count} record")
     case.check(count == 1, "one destination record after release", count)

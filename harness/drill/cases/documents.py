@@ -12,10 +12,10 @@ from harness.webdav.documents import form_pdf
 from intake.documents import correct_document_field
 from intake.models import Document
 from intake.services import reject_enquiry
-from ledger.models import Action, Op, Operation
+from ledger.models import Action, Operation, OperationState
 from ledger.services import cancel_operation, reprocess_document
 
-FINAL = (Op.CONFIRMED, Op.FAILED, Op.CANCELLED)
+FINAL = (OperationState.CONFIRMED, OperationState.FAILED, OperationState.CANCELLED)
 
 
 def _attach(d: Drill, case: CaseResult, name: str, fields: dict, *, change_to=None):
@@ -51,7 +51,7 @@ def _read_of(enquiry, version):
 
 def _clean_up(d: Drill, enquiry, *ops):
     for op in ops:
-        if op.state == Op.FAILED:
+        if op.state == OperationState.FAILED:
             cancel_operation(op.pk, actor=ACTOR, reason=CLEANUP)
     enquiry.refresh_from_db()
     if enquiry.state == S.READY_FOR_REVIEW:
@@ -72,7 +72,9 @@ def document_access_removed(d: Drill, case: CaseResult):
         f"extracted {document.extracted}; {reads} read(s) at the server; revision "
         f"r{revision.number}; queue: {queue}; the server holds {held}"
     )
-    case.check(op.state == Op.FAILED and op.attention == "access_denied", "an access failure")
+    case.check(
+        op.state == OperationState.FAILED and op.attention == "access_denied", "an access failure"
+    )
     case.check(op.last_error_status == 401, "WsgiDAV refused the credentials", op.last_error_status)
     case.check(reads == 1, "asked once, not retried", reads)
     case.check(document.status == "access_denied", "the document marked access removed")
@@ -113,7 +115,7 @@ def document_timeout(d: Drill, case: CaseResult):
     op = _read_of(enquiry, version)
     attempts = [a.error_class or a.outcome for a in op.attempts.order_by("number")]
     case.note(f"read {op.state}; attempts {attempts}; document {document.status}")
-    case.check(op.state == Op.CONFIRMED, "read on the next attempt", op.state)
+    case.check(op.state == OperationState.CONFIRMED, "read on the next attempt", op.state)
     case.check(attempts[:1] == ["transient"], "the timeout was a transient read", attempts)
     case.check(len(attempts) <= op.integration.retry_budget, "within the budget", attempts)
     case.check(document.extracted == {"permit": "P-2"}, "the fields read", document.extracted)
@@ -139,7 +141,9 @@ def document_correction_kept(d: Drill, case: CaseResult):
         f"second read r{op.revision} {op.state}; {reads} read at the server; extracted "
         f"{document.extracted}; corrected {document.corrected}; the server holds {held}"
     )
-    case.check(op.state == Op.CONFIRMED and reads == 1, "the same version read again", reads)
+    case.check(
+        op.state == OperationState.CONFIRMED and reads == 1, "the same version read again", reads
+    )
     case.check(document.extracted == held, "the same result as the first read")
     case.check(document.fields["ward"] == "North", "the correction kept", document.fields)
     _clean_up(d, enquiry, op)

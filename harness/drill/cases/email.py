@@ -13,7 +13,7 @@ from harness.mailserver import MailServer
 from intake.services import reject_enquiry
 from ledger import notices
 from ledger.kinds import SMTP
-from ledger.models import Action, Integration, Op
+from ledger.models import Action, Integration, OperationState
 from ledger.services import cancel_operation, complete_by_hand
 from recovery.ownership import item_owner
 
@@ -58,7 +58,7 @@ def email_no_reply(d: Drill, case: CaseResult):
         enquiry, notify = _acknowledgement(d, case)
         d.wait_operation(
             notify,
-            lambda o: o.state != Op.APPROVED and o.state != Op.SUBMITTED,
+            lambda o: o.state != OperationState.APPROVED and o.state != OperationState.SUBMITTED,
             "the acknowledgement's outcome",
         )
         message_id = notices.message_id(notify.idempotency_key)
@@ -71,7 +71,7 @@ def email_no_reply(d: Drill, case: CaseResult):
             f"message(s) with {message_id}; owner {owner}; queue: {queue}"
         )
         case.check(received == 1, "exactly one message at the relay", received)
-        case.check(notify.state == Op.UNKNOWN, "an unknown operation", notify.state)
+        case.check(notify.state == OperationState.UNKNOWN, "an unknown operation", notify.state)
         case.check(
             notify.attention == "smtp_no_reply",
             "waiting for a person, not resent",
@@ -88,7 +88,9 @@ def email_refused(d: Drill, case: CaseResult):
     with mail_relay(d) as relay:
         relay.fault("550", count=5)
         enquiry, notify = _acknowledgement(d, case)
-        d.wait_operation(notify, lambda o: o.state == Op.FAILED, "the acknowledgement to fail")
+        d.wait_operation(
+            notify, lambda o: o.state == OperationState.FAILED, "the acknowledgement to fail"
+        )
         received = relay.stats()["received"]
         queue = d.queue_row("operation", notify.pk)
         case.destination_records = received
@@ -109,7 +111,9 @@ def email_busy(d: Drill, case: CaseResult):
     with mail_relay(d) as relay:
         relay.fault("421")
         enquiry, notify = _acknowledgement(d, case)
-        d.wait_operation(notify, lambda o: o.state == Op.CONFIRMED, "the acknowledgement")
+        d.wait_operation(
+            notify, lambda o: o.state == OperationState.CONFIRMED, "the acknowledgement"
+        )
         message_id = notices.message_id(notify.idempotency_key)
         received = relay.count(message_id)
         calls = notify.attempts.filter(kind="call").count()

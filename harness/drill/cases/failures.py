@@ -13,7 +13,7 @@ from harness.drill.cases.steps import (
 )
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
-from ledger.models import Action, Op, Operation
+from ledger.models import Action, Operation, OperationState
 from ledger.services import cancel_operation, complete_by_hand, retry_operation
 
 
@@ -23,7 +23,7 @@ def destination_unavailable(d: Drill, case: CaseResult):
     budget = 2 if crm is None or crm.integration is None else crm.integration.retry_budget
     d.destination.fault("crm.create", "error_503", count=budget + 5)
     op = d.approve(enquiry)
-    op = d.wait_operation(op, lambda o: o.state == Op.FAILED, "the CRM write to fail")
+    op = d.wait_operation(op, lambda o: o.state == OperationState.FAILED, "the CRM write to fail")
     d.destination.clear_faults()
     enquiry.refresh_from_db()
     calls = op.attempts.filter(kind="call").count()
@@ -49,10 +49,14 @@ def timeout_after_commit(d: Drill, case: CaseResult):
     before = d.destination.requests_to("crm.create")
     d.destination.fault("crm.create", "timeout_after_commit", delay_ms=2500)
     op = d.approve(enquiry)
-    op = d.wait_operation(op, lambda o: o.state == Op.CONFIRMED, "reconciled to confirmed")
+    op = d.wait_operation(
+        op, lambda o: o.state == OperationState.CONFIRMED, "reconciled to confirmed"
+    )
     enquiry = d.wait_enquiry(enquiry, S.CONFIRMED)
     outcomes = list(op.attempts.order_by("number").values_list("kind", "outcome"))
-    went_unknown = op.enquiry.journal.filter(subject_id=str(op.pk), to_state=Op.UNKNOWN).exists()
+    went_unknown = op.enquiry.journal.filter(
+        subject_id=str(op.pk), to_state=OperationState.UNKNOWN
+    ).exists()
     calls = d.destination.requests_to("crm.create") - before
     count = d.records(case, enquiry)
     case.note(f"attempts {outcomes}; enquiry {enquiry.state}; {calls} create call(s)")
@@ -80,12 +84,14 @@ def worker_killed(d: Drill, case: CaseResult):
     op.refresh_from_db()
     case.check(op.idempotency_key == key, "the armed key is the write's", op.idempotency_key)
     case.check("FAILPOINT after_call_succeeded" in crashing.log(), "the worker was killed")
-    case.check(op.state == Op.SUBMITTED, "left in flight by the crash", op.state)
+    case.check(op.state == OperationState.SUBMITTED, "left in flight by the crash", op.state)
     at_crash = d.destination.records(enquiry.reference)
     case.check(at_crash == 1, "the remote write had succeeded", at_crash)
     restarted = d.start_cluster()
     op = d.wait_operation(
-        op, lambda o: o.state == Op.CONFIRMED, f"reconciled on restart\n{restarted.log(1500)}"
+        op,
+        lambda o: o.state == OperationState.CONFIRMED,
+        f"reconciled on restart\n{restarted.log(1500)}",
     )
     enquiry = d.wait_enquiry(enquiry, S.CONFIRMED)
     outcomes = list(op.attempts.order_by("number").values_list("outcome", flat=True))
@@ -108,7 +114,7 @@ def lookup_unavailable(d: Drill, case: CaseResult):
     op = d.approve(enquiry)
     op = d.wait_operation(
         op,
-        lambda o: o.state == Op.UNKNOWN and o.attention,
+        lambda o: o.state == OperationState.UNKNOWN and o.attention,
         "the operation to wait for a person",
     )
     enquiry.refresh_from_db()
@@ -139,7 +145,9 @@ def notification_fails(d: Drill, case: CaseResult):
     notify = d.operation(enquiry, Action.SEND_NOTICE)
     if notify is None:
         raise CaseFailed("no acknowledgement was proposed")
-    d.wait_operation(notify, lambda o: o.state == Op.FAILED, "the acknowledgement to fail")
+    d.wait_operation(
+        notify, lambda o: o.state == OperationState.FAILED, "the acknowledgement to fail"
+    )
     d.destination.clear_faults()
     op = deliver_to_crm(d, case, enquiry)
     notify.refresh_from_db()
@@ -151,12 +159,16 @@ def notification_fails(d: Drill, case: CaseResult):
         f"{messages} message(s); queue: {queue}"
     )
     case.check(count == 1, "one CRM record", count)
-    case.check(notify.state == Op.FAILED, "the notification open on its own", notify.state)
+    case.check(
+        notify.state == OperationState.FAILED, "the notification open on its own", notify.state
+    )
     case.check(queue == "failed", "the notification visible in the queue", queue)
     case.check(messages == 0, "no message sent", messages)
     # Retried on its own: the CRM write is not repeated.
     retry_operation(notify.pk, actor=ACTOR, reason=CLEANUP)
-    d.wait_operation(notify, lambda o: o.state == Op.CONFIRMED, "the retried notification")
+    d.wait_operation(
+        notify, lambda o: o.state == OperationState.CONFIRMED, "the retried notification"
+    )
     after = d.destination.records(enquiry.reference)
     case.note(f"notification retried: {notify.state}; CRM records still {after}")
     case.check(after == 1, "retrying the notification did not touch the CRM", after)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.drill.results import CaseResult
 from harness.drill.runner import Drill
 from intake.models import Enquiry, EnquiryState
-from ledger.models import Op, Operation
+from ledger.models import Operation, OperationState
 
 S = EnquiryState
 CLEANUP = "drill: case finished, resolving the drill's own item"
@@ -22,7 +22,9 @@ def ready_for_review(d: Drill, case: CaseResult, **fields) -> Enquiry:
 
 def deliver_to_crm(d: Drill, case: CaseResult, enquiry, actor=None) -> Operation:
     op = d.approve(enquiry, actor=actor)
-    op = d.wait_operation(op, lambda o: o.state == Op.CONFIRMED, "the CRM write to be confirmed")
+    op = d.wait_operation(
+        op, lambda o: o.state == OperationState.CONFIRMED, "the CRM write to be confirmed"
+    )
     d.wait_enquiry(enquiry, S.CONFIRMED)
     return op
 
