@@ -19,6 +19,17 @@ hypothesis_settings.load_profile(
 )
 
 
+def pytest_sessionstart(session):
+    """With DATABASE_URL unset, the embedded PostgreSQL is started here, before any test runs
+    (config/embedded/base.py starts it on a process's first connection, which would otherwise
+    fall inside the first test and count as that test starting a process)."""
+    from django.db import connections
+
+    find_server = getattr(connections["default"], "find_server", None)
+    if find_server is not None:
+        find_server()
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """One throwaway test database per test run, so parallel runs on one server never meet."""
