@@ -26,10 +26,13 @@ STOP_TIMEOUT_SECONDS = 15.0
 
 def server_url() -> str:
     """The PostgreSQL server: DATABASE_URL, or the embedded one under var/ (held open)."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
     sys.path.insert(0, str(ROOT))
-    from config.db import database_url
+    from config.db import embedded_database_url
 
-    return database_url(ROOT)
+    return embedded_database_url(ROOT)
 
 
 def with_database(url: str, name: str) -> str:

@@ -80,6 +80,7 @@ def page_queries(q: str):
     from recovery.views.common import CappedPaginator
     from recovery.views.queue import (
         FEW_MATCHES,
+        SEARCH_COUNT_CAP,
         SEARCH_PAGE_SIZE,
         search,
         sorted_matches,
@@ -88,9 +89,9 @@ def page_queries(q: str):
 
     unsearched = Enquiry.objects.select_related("category", "owner")
     references, words = search(unsearched, q)
-    paginator = CappedPaginator(words, SEARCH_PAGE_SIZE, cap=10_000)
+    paginator = CappedPaginator(words, SEARCH_PAGE_SIZE, cap=SEARCH_COUNT_CAP)
     page = paginator.page(1)
-    if paginator.count <= FEW_MATCHES:
+    if paginator.counted <= FEW_MATCHES:
         rows = sorted_matches(words, page)
     else:
         rows = walked_matches(unsearched, q, references, page)
@@ -112,9 +113,10 @@ def explain_count(words) -> str:
     from django.test.utils import CaptureQueriesContext
 
     from recovery.views.common import CappedPaginator
+    from recovery.views.queue import SEARCH_COUNT_CAP, SEARCH_PAGE_SIZE
 
     with CaptureQueriesContext(connection) as captured:
-        CappedPaginator(words, 50, cap=10_000).counted  # noqa: B018
+        CappedPaginator(words, SEARCH_PAGE_SIZE, cap=SEARCH_COUNT_CAP).counted  # noqa: B018
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + captured.captured_queries[-1]["sql"])
         return "\n".join(row[0] for row in cursor.fetchall())
@@ -216,6 +218,8 @@ def measure(url: str, args, vacuum: bool = False) -> int:
             " pg_size_pretty(pg_relation_size('intake_enquiry'))"
         )
         gin, heap = cursor.fetchone()
+    from recovery.views.queue import SEARCH_COUNT_CAP as cap
+
     print(f"index enquiry_search {gin}, table {heap}; load average {loadavg()}\n")
     for q in QUERIES:  # one unmeasured round: the cache as a console in use has it
         page_queries(q)
@@ -233,7 +237,7 @@ def measure(url: str, args, vacuum: bool = False) -> int:
     )
     for q in QUERIES:
         refs, counted, rows = found[q]
-        matches = "10,000+" if counted > 10_000 else f"{counted:,}"
+        matches = f"{cap:,}+" if counted > cap else f"{counted:,}"
         runs = ", ".join(f"{t:.0f}" for t in times[q])
         print(
             f"{q:32} {refs:>5} {matches:>8} {rows:>5} {common.median(times[q]):>10.1f} "
