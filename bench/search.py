@@ -10,7 +10,9 @@ index ``enquiry_search``, load bench/search_data.sql (``--enquiries`` rows, made
 generate_series in one INSERT), build the index again (timed), ``VACUUM ANALYZE``; then time the
 enquiry page's queries (references, the capped count, the page's rows: the same calls as
 ``recovery.views.queue.enquiry_list``) for each query, ``--runs`` times each in turn after one
-unmeasured round: median and p95 per query, and the p95 of every measured page. Then
+unmeasured round: median and p95 per query, and the p95 of every measured page. With
+``--compare-cap N`` each page is also timed counting up to N instead of the view's
+``SEARCH_COUNT_CAP``, alternately in the same run (the same-run baseline of a cap change). Then
 ``EXPLAIN (ANALYZE, BUFFERS)`` of the page and the count. The load average is printed at the
 start and the end (the machine is shared). docs/benchmarks.md keeps the figures.
 """
@@ -73,13 +75,15 @@ def manage(url: str, *args: str) -> float:
     return time.perf_counter() - started
 
 
-def page_queries(q: str):
-    """What the enquiry page runs for ``q``: (references, count, the page's rows, the words'
-    queryset, the page, the paginator, the page's queryset)."""
+def page_queries(q: str, cap: int | None = None):
+    """What the enquiry page runs for ``q``, counting up to ``cap`` (the view's
+    SEARCH_COUNT_CAP by default): (references, count, the page's rows, the words' queryset, the
+    page, the paginator, the page's queryset)."""
     from intake.models import Enquiry
     from recovery.views.common import CappedPaginator
     from recovery.views.queue import (
         FEW_MATCHES,
+        SEARCH_COUNT_CAP,
         SEARCH_PAGE_SIZE,
         search,
         sorted_matches,
@@ -88,9 +92,9 @@ def page_queries(q: str):
 
     unsearched = Enquiry.objects.select_related("category", "owner")
     references, words = search(unsearched, q)
-    paginator = CappedPaginator(words, SEARCH_PAGE_SIZE, cap=10_000)
+    paginator = CappedPaginator(words, SEARCH_PAGE_SIZE, cap=cap or SEARCH_COUNT_CAP)
     page = paginator.page(1)
-    if paginator.count <= FEW_MATCHES:
+    if paginator.counted <= FEW_MATCHES:
         rows = sorted_matches(words, page)
     else:
         rows = walked_matches(unsearched, q, references, page)
@@ -112,9 +116,10 @@ def explain_count(words) -> str:
     from django.test.utils import CaptureQueriesContext
 
     from recovery.views.common import CappedPaginator
+    from recovery.views.queue import SEARCH_COUNT_CAP, SEARCH_PAGE_SIZE
 
     with CaptureQueriesContext(connection) as captured:
-        CappedPaginator(words, 50, cap=10_000).counted  # noqa: B018
+        CappedPaginator(words, SEARCH_PAGE_SIZE, cap=SEARCH_COUNT_CAP).counted  # noqa: B018
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + captured.captured_queries[-1]["sql"])
         return "\n".join(row[0] for row in cursor.fetchall())
@@ -153,6 +158,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--enquiries", type=int, default=1_000_000, help="enquiries to search")
     p.add_argument("--runs", type=int, default=10, help="measured runs per query")
+    p.add_argument(
+        "--compare-cap",
+        type=int,
+        help="also time each page counting up to this many (e.g. 10000), alternately",
+    )
     p.add_argument(
         "--database",
         help="keep the data in this database (not dropped); a later run with the same name and"
@@ -216,36 +226,43 @@ def measure(url: str, args, vacuum: bool = False) -> int:
             " pg_size_pretty(pg_relation_size('intake_enquiry'))"
         )
         gin, heap = cursor.fetchone()
+    from recovery.views.queue import SEARCH_COUNT_CAP as cap
+
     print(f"index enquiry_search {gin}, table {heap}; load average {loadavg()}\n")
+    caps = [cap] + ([args.compare_cap] if args.compare_cap else [])
     for q in QUERIES:  # one unmeasured round: the cache as a console in use has it
-        page_queries(q)
-    times = {q: [] for q in QUERIES}
+        for c in caps:
+            page_queries(q, c)
+    times = {(c, q): [] for c in caps for q in QUERIES}
     found = {}
-    for _ in range(args.runs):  # each query in turn, so the load's swings reach them all
+    for run in range(args.runs):  # each query in turn, so the load's swings reach them all
         for q in QUERIES:
-            started = time.perf_counter()
-            references, counted, rows, *_ = page_queries(q)
-            times[q].append((time.perf_counter() - started) * 1000)
-            found[q] = (len(references), counted, len(rows))
-    print(
-        f"{'query':32} {'refs':>5} {'matches':>8} {'rows':>5} {'median ms':>10} {'p95 ms':>7}"
-        "  runs (ms)"
-    )
-    for q in QUERIES:
-        refs, counted, rows = found[q]
-        matches = "10,000+" if counted > 10_000 else f"{counted:,}"
-        runs = ", ".join(f"{t:.0f}" for t in times[q])
+            for c in caps if run % 2 == 0 else caps[::-1]:  # the caps alternate who goes first
+                started = time.perf_counter()
+                references, counted, rows, *_ = page_queries(q, c)
+                times[c, q].append((time.perf_counter() - started) * 1000)
+                found[c, q] = (len(references), counted, len(rows))
+    for c in caps:
+        print(f"counting up to {c:,}{' (the view)' if c == cap else ''}:")
         print(
-            f"{q:32} {refs:>5} {matches:>8} {rows:>5} {common.median(times[q]):>10.1f} "
-            f"{percentile(times[q], 0.95):>7.1f}  {runs}"
+            f"{'query':32} {'refs':>5} {'matches':>8} {'rows':>5} {'median ms':>10}"
+            f" {'p95 ms':>7}  runs (ms)"
         )
-    every = [t for ts in times.values() for t in ts]
-    p95 = percentile(every, 0.95)
-    print(
-        f"\nevery page ({len(every)}): median {common.median(every):.1f} ms, p95 {p95:.1f} ms,"
-        f" worst {max(every):.1f} ms; target p95 < {TARGET_P95_MS} ms:"
-        f" {'met' if p95 < TARGET_P95_MS else 'missed'}; load average {loadavg()}"
-    )
+        for q in QUERIES:
+            refs, counted, rows = found[c, q]
+            matches = f"{c:,}+" if counted > c else f"{counted:,}"
+            runs = ", ".join(f"{t:.0f}" for t in times[c, q])
+            print(
+                f"{q:32} {refs:>5} {matches:>8} {rows:>5} {common.median(times[c, q]):>10.1f} "
+                f"{percentile(times[c, q], 0.95):>7.1f}  {runs}"
+            )
+        every = [t for (tc, _), ts in times.items() if tc == c for t in ts]
+        p95 = percentile(every, 0.95)
+        print(
+            f"\nevery page ({len(every)}): median {common.median(every):.1f} ms, p95 {p95:.1f} ms,"
+            f" worst {max(every):.1f} ms; target p95 < {TARGET_P95_MS} ms:"
+            f" {'met' if p95 < TARGET_P95_MS else 'missed'}; load average {loadavg()}\n"
+        )
     for q in PLANS:
         *_, words, _page, _paginator, rows = page_queries(q)
         print(f"\n=== {q!r}: the page's rows ===\n{explain(rows)}")

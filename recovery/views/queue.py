@@ -45,6 +45,11 @@ QUICK_VIEWS = [
 ]
 REVIEW_PAGE_SIZE = 20
 SEARCH_PAGE_SIZE = 50
+# The search counts its word matches exactly up to here, then says "1,000+ found": a coordinator
+# refines a search long before a thousand matches, and counting further reads the heap for each
+# (about 9,400 pages to count 10,001 of a common word at 1,000,000 enquiries,
+# docs/benchmarks.md). At least FEW_MATCHES, so that the count tells which way the page is read.
+SEARCH_COUNT_CAP = 1_000
 MAX_QUEUE_PAGE = 100_000 // recovery.queue.PAGE_SIZE  # as far as anyone pages: 100,000 rows
 
 
@@ -336,7 +341,8 @@ def reference_matches(qs, q: str):
 
 
 # Up to this many word matches, the page is sorted from the GIN index (``sorted_matches``);
-# beyond, walking created_at meets a match every few rows and stops at the page sooner.
+# beyond, walking created_at meets a match every few rows and stops at the page sooner. At most
+# SEARCH_COUNT_CAP: the count (``counted``, up to the cap + 1) must tell the two apart.
 FEW_MATCHES = 1_000
 
 
@@ -397,14 +403,15 @@ def enquiry_list(request):
         references, qs = search(qs, q)
     else:
         qs = qs.order_by("-created_at", "pk")
-    page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE)
-    if q and page.paginator.count <= FEW_MATCHES:
+    page, page_notes = paginate(request, qs, SEARCH_PAGE_SIZE, cap=SEARCH_COUNT_CAP)
+    if q and page.paginator.counted <= FEW_MATCHES:
         page.object_list = sorted_matches(qs, page)
     elif q:
         page.object_list = walked_matches(unsearched, q, references, page)
     # The reference matches head the first page; the word matches are paged.
     enquiries = (references if page.number == 1 else []) + list(page)
     ownership.attach_owners(enquiries)  # the owner each one's queue row names
+    count = page.paginator.count + len(references)
     return render(
         request,
         "recovery/enquiry_list.html",
@@ -412,7 +419,9 @@ def enquiry_list(request):
             "page": page,
             "enquiries": enquiries,
             "references": len(references),
-            "count": page.paginator.count + len(references),
+            "count": count,
+            # "1,000+" past SEARCH_COUNT_CAP, grouped as the queue's count is
+            "count_label": f"{count:,}" + ("+" if page.paginator.more else ""),
             "notes": notes + page_notes,
             "q": q,
             "state": state,

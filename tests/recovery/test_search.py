@@ -3,6 +3,7 @@
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from intake.models import Enquiry
@@ -198,3 +199,51 @@ def test_many_matches_are_paged_newest_first_by_walking_created_at(story, found,
     assert found("bin", state="ready_for_review") == [older.reference]
     cited = story.enquiry("ready_for_review", message=f"About {older.reference}: bin.")
     assert found(older.reference) == [older.reference, cited.reference]
+
+
+def copies(enquiry, number: int, *, after: int = 0) -> None:
+    """``number`` copies of ``enquiry`` (its words), the ``after + i``-th one ``after + i``
+    minutes older, in one INSERT: a thousand enquiries through the model would take a minute."""
+    columns = [
+        f.column
+        for f in Enquiry._meta.concrete_fields
+        if not f.generated and f.column not in ("id", "reference", "created_at")
+    ]
+    listed = ", ".join(columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO intake_enquiry (id, reference, created_at, {listed})"
+            f" SELECT gen_random_uuid(), 'ENQ-C' || lpad(i::text, 6, '0'),"
+            f" e.created_at - i * interval '1 minute', {listed}"
+            " FROM intake_enquiry e, generate_series(%s, %s) i WHERE e.id = %s",
+            [after + 1, after + number, enquiry.pk],
+        )
+
+
+def test_the_count_is_exact_to_a_thousand_then_says_a_thousand_plus(story, client_for):
+    """A coordinator refines a search long before a thousand matches; counting further reads
+    the heap for each match. Past SEARCH_COUNT_CAP the page says "1,000+ found" and still lists
+    the newest fifty, walked (walked_matches) since the count cannot say how few there are."""
+    client = client_for("coordinator")
+    newest = story.enquiry("ready_for_review", name="Anna Kowalska", message="Bin missed.")
+    copies(newest, 999)
+
+    def page(q):
+        response = client.get(reverse("recovery:enquiries"), {"q": q})
+        assert response.status_code == 200
+        return response
+
+    exact = page("kowalska")
+    assert exact.context["count"] == 1_000 and not exact.context["page"].paginator.more
+    assert "<strong>1,000</strong> found" in exact.content.decode()
+
+    copies(newest, 1, after=999)  # a thousand and one
+    with CaptureQueriesContext(connection) as queries:
+        capped = page("kowalska")
+    # walked: the vector read outside the index (the count alone, 1,000, would say "sorted")
+    assert any("|| ''::tsvector)" in query["sql"] for query in queries.captured_queries)
+    assert capped.context["count"] == 1_000 and capped.context["page"].paginator.more
+    assert "<strong>1,000+</strong> found" in capped.content.decode()
+    listed = [e.reference for e in capped.context["enquiries"]]
+    assert len(listed) == 50 and listed[0] == newest.reference
+    assert listed == [newest.reference] + [f"ENQ-C{i:06d}" for i in range(1, 50)]
