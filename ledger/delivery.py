@@ -34,23 +34,28 @@ NOT_DELIVERED = {"bounced", "rejected", "failed"}
 DELIVERED = "delivered"
 
 
+def sent_with(message_id):
+    """Where the e-mail operation that sent this Message-ID is found, in order: its result
+    names it once the relay answered; before that (the relay never replied) only its attempt's
+    request does. Each reads an index (operation_message_id, attempt_message_id), not every
+    message ever sent."""
+    return (
+        Operation.objects.filter(action=Action.SEND_NOTICE, result__message_id=message_id),
+        Operation.objects.filter(
+            action=Action.SEND_NOTICE, attempts__request_summary__message_id=message_id
+        ),
+    )
+
+
 def record_report(*, message_id, event, provider, description="", mta_response="", event_id=""):
     """Apply one delivery report; returns what happened, in a word (for the log and tests)."""
     if not message_id:
         return "no message id"
-    found = (
-        Operation.objects.filter(action=Action.SEND_NOTICE, result__message_id=message_id)
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if found is None:
-        found = (
-            Operation.objects.filter(
-                action=Action.SEND_NOTICE, attempts__request_summary__message_id=message_id
-            )
-            .values_list("pk", flat=True)
-            .first()
-        )
+    found = None
+    for sent in sent_with(message_id):
+        found = sent.values_list("pk", flat=True).first()
+        if found is not None:
+            break
     if found is None:
         logger.info("delivery report %s for a message that is not ours", event)
         return "not ours"

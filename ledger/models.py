@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
@@ -587,6 +588,13 @@ class Operation(ConcurrentTransitionMixin, models.Model):
                 name="operation_held",
                 condition=models.Q(held=True),
             ),
+            # A delivery report names its message by Message-ID (ledger/delivery.py): found
+            # through this index, not by reading the result of every e-mail ever sent.
+            models.Index(
+                KeyTransform("message_id", "result"),
+                name="operation_message_id",
+                condition=models.Q(action=Action.SEND_NOTICE),
+            ),
         ]
 
     def __str__(self):
@@ -754,6 +762,11 @@ class Attempt(models.Model):
         ordering = ["operation", "number"]
         constraints = [
             models.UniqueConstraint(fields=["operation", "number"], name="attempt_number_unique")
+        ]
+        # A delivery report about a message whose relay never replied names a Message-ID that
+        # only the attempt's request holds (ledger/delivery.py); other attempts index as NULL.
+        indexes = [
+            models.Index(KeyTransform("message_id", "request_summary"), name="attempt_message_id")
         ]
 
     def __str__(self):

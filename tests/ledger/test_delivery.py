@@ -168,3 +168,19 @@ def test_get_is_refused_and_changes_nothing(client, sent):
     assert client.get(URL).status_code == 405
     op.refresh_from_db()
     assert op.state == OperationState.CONFIRMED
+
+
+def test_a_report_finds_its_message_through_an_index(sent):
+    """A report arrives for every message a relay handles: its look-up by Message-ID reads an
+    index, in the operation's result and in the attempt's request, not every message sent."""
+    from django.db import connection
+
+    from ledger.delivery import sent_with
+
+    op, message_id, _owner = sent()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    by_result, by_attempt = sent_with(message_id)
+    assert "operation_message_id" in by_result.explain()
+    assert "attempt_message_id" in by_attempt.explain()
+    assert list(by_result.values_list("pk", flat=True)) == [op.pk]
