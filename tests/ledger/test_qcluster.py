@@ -180,8 +180,10 @@ def test_the_stop_threads_leave_the_sentinel_to_the_main_thread_to_reap(stop_thr
     cluster._request_stop()
     cluster.kill_sentinel()
 
-    pid, status = os.waitpid(cluster.sentinel.pid, os.WNOHANG)
-    assert pid == cluster.sentinel.pid and os.waitstatus_to_exitcode(status) == 0
+    # Its exit status is still there to reap (ChildProcessError if a stop thread had reaped it).
+    # Blocking: the pipe closes as the child exits, a moment before it can be reaped.
+    _pid, status = os.waitpid(cluster.sentinel.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
     assert not cluster.stop_event.is_set()  # it had exited: nothing to tell it
 
 
