@@ -22,12 +22,20 @@ This command runs the same cluster with three changes (and names its database co
   signal, the sentinel is killed;
 - every process forked below the master is killed when its parent dies (Linux
   PR_SET_PDEATHSIG), so killing the master, or killing the sentinel, takes its workers with it.
+
+Only the main thread reaps the sentinel (``waitpid``: multiprocessing's exit handler joins it).
+The stop threads watch it without reaping (``has_exited``): ``Process.join()``, ``is_alive()``
+and ``exitcode`` each call ``waitpid``, and of two threads reaping one child the one that loses
+gets ECHILD, which multiprocessing reads as "still running" (``exitcode`` None) until the winner
+has recorded the status; a stop thread reading it so would call a sentinel that had stopped at
+once "did not stop" and signal a pid that may already be another process's.
 """
 
 import logging
 import os
 import signal
 import threading
+from multiprocessing.connection import wait
 
 from django.conf import settings
 from django.core.management.base import CommandError
@@ -62,6 +70,20 @@ def die_with_parent() -> None:
     os.register_at_fork(before=before, after_in_child=after_in_child)
 
 
+def has_exited(process, timeout: float = 0) -> bool:
+    """Whether a started child ``process`` has exited (waiting up to ``timeout`` s), without
+    reaping it: the pipe multiprocessing keeps to the child (``Process.sentinel``) becomes
+    readable once the child has exited, and reading that leaves its exit status to the one
+    thread that reaps it (see the module's docstring). The pipe is inherited by what the child
+    forks, so for the cluster's sentinel this means it and its workers have all exited.
+    """
+    return bool(wait([process.sentinel], timeout))
+
+
+def _started(process) -> bool:
+    return process is not None and process.pid is not None
+
+
 class StoppableCluster(Cluster):
     """django-q2's ``Cluster`` whose signal handler neither blocks nor waits unbounded."""
 
@@ -83,22 +105,25 @@ class StoppableCluster(Cluster):
     def _request_stop(self):
         # May wait for ever if the sentinel died while waiting on the event (see above): this
         # is a daemon thread, and the main thread's wait for the sentinel ends regardless.
-        if self.stop_event is not None and self.sentinel is not None and self.sentinel.is_alive():
+        sentinel = self.sentinel
+        if self.stop_event is not None and _started(sentinel) and not has_exited(sentinel):
             self.stop_event.set()
 
     def _bound_stop(self):
         sentinel = self.sentinel
-        if sentinel is None:
+        if not _started(sentinel):
             return
-        sentinel.join(self.grace)
-        if sentinel.exitcode is None:
+        if not has_exited(sentinel, self.grace):
             log.warning("the cluster did not stop within %.0f s: killing it", self.grace)
             self.kill_sentinel()
 
     def kill_sentinel(self):
-        """SIGKILL the sentinel; its workers, pusher and monitor die with it (die_with_parent)."""
+        """SIGKILL the sentinel; its workers, pusher and monitor die with it (die_with_parent).
+
+        A sentinel that has exited is left alone: once reaped, its pid may be another process's.
+        """
         sentinel = self.sentinel
-        if sentinel is not None and sentinel.pid:
+        if _started(sentinel) and not has_exited(sentinel):
             try:
                 os.kill(sentinel.pid, signal.SIGKILL)
             except ProcessLookupError:
