@@ -41,6 +41,9 @@ class OperatorAction:
     # An enquiry's: the transition it fires (None: not a transition), and who may (any of).
     transition: str | None = None
     permissions: tuple[str, ...] = ()
+    # The runbook (docs/runbooks/<runbook>.md) that says when and how to take it; None where
+    # none applies. The item page links it from the action's form; docs/roles.md lists it.
+    runbook: str | None = None
 
     def may(self, user) -> bool:
         """An enquiry action's permission (an operation's is the ledger's, per operation)."""
@@ -98,6 +101,7 @@ _ALL = [
         "reconcile",
         messages.OPERATION_DONE["reconcile"],
         ledger_services.reconcile_now,
+        runbook="unknown-outcome",
     ),
     OperatorAction(
         "retry",
@@ -108,6 +112,7 @@ _ALL = [
         "retry",
         messages.OPERATION_DONE["retry"],
         ledger_services.retry_operation,
+        runbook="destination-unavailable",
     ),
     OperatorAction(
         "complete_by_hand",
@@ -121,6 +126,7 @@ _ALL = [
         ledger_services.complete_by_hand,
         form=CompleteByHandForm,
         extra=("external_id",),
+        runbook="unknown-outcome",
     ),
     OperatorAction(
         "cancel",
@@ -166,6 +172,7 @@ _ALL = [
         ledger_services.reassign_operation,
         form=ReassignForm,
         extra=("owner",),
+        runbook="queue-owners",
     ),
     # --- on an enquiry --------------------------------------------------------------------
     OperatorAction(
@@ -192,6 +199,7 @@ _ALL = [
         form=EditForm,
         transition="revise",
         permissions=("intake.review_enquiry",),
+        runbook="unresolved-classification",
     ),
     OperatorAction(
         "request_information",
@@ -204,6 +212,7 @@ _ALL = [
         intake_services.request_information,
         transition="request_information",
         permissions=("intake.review_enquiry",),
+        runbook="needs-information",
     ),
     OperatorAction(
         "information_received",
@@ -216,6 +225,7 @@ _ALL = [
         intake_services.information_received,
         transition="information_received",
         permissions=("intake.review_enquiry",),
+        runbook="needs-information",
     ),
     OperatorAction(
         "reject",
@@ -241,6 +251,7 @@ _ALL = [
         form=ReassignForm,
         extra=("owner",),
         permissions=ASSIGN_PERMISSIONS,
+        runbook="queue-owners",
     ),
 ]
 ACTIONS: dict[str, OperatorAction] = {action.name: action for action in _ALL}
@@ -275,6 +286,11 @@ def does(action: str) -> str:
     return INTEGRATION_BUTTONS.get(action, ("", ""))[1]
 
 
+def runbook(action: str) -> str | None:
+    """The action's runbook (docs/runbooks/<slug>.md), or None."""
+    return ACTIONS[action].runbook if action in ACTIONS else None
+
+
 def changes_external(action: str) -> bool:
     return action in ACTIONS and ACTIONS[action].changes_external
 
@@ -296,12 +312,13 @@ def who_may(action: OperatorAction) -> str:
 def markdown_table() -> str:
     """The table in docs/roles.md, between its operator-actions markers (a test compares)."""
     lines = [
-        "| action | on | button | who may | changes a destination | what it does |",
-        "|---|---|---|---|---|---|",
+        "| action | on | button | who may | changes a destination | what it does | runbook |",
+        "|---|---|---|---|---|---|---|",
     ]
     for action in ACTIONS.values():
         lines.append(
             f"| `{action.name}` | {action.subject} | {action.label} | {who_may(action)} | "
-            f"{'yes' if action.changes_external else 'no'} | {action.does or '-'} |"
+            f"{'yes' if action.changes_external else 'no'} | {action.does or '-'} | "
+            f"{f'[{action.runbook}](runbooks/{action.runbook}.md)' if action.runbook else '-'} |"
         )
     return "\n".join(lines) + "\n"

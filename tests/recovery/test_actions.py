@@ -461,3 +461,28 @@ def test_edit_errors_name_the_field_and_keep_every_field(story, client_for):
     assert re.search(r">\s*phone added</textarea>", html)
     enquiry.refresh_from_db()
     assert enquiry.current_revision == 1
+
+
+def test_every_runbook_an_action_names_exists():
+    from django.conf import settings
+
+    from recovery.explain import RUNBOOKS
+    from recovery.operator_actions import ACTIONS
+
+    named = {a.runbook for a in ACTIONS.values() if a.runbook}
+    assert named  # the registry names some
+    for slug in named:
+        assert (settings.BASE_DIR / "docs" / "runbooks" / f"{slug}.md").exists(), slug
+        assert slug in RUNBOOKS, slug  # so the console serves it, with its title
+
+
+def test_an_actions_form_links_the_runbook_the_registry_names(story, client_for):
+    from recovery.explain import RUNBOOKS
+    from recovery.operator_actions import ACTIONS
+
+    op = make_op(story, "unknown")
+    html = client_for("coordinator").get(item_url(op)).content.decode()
+    form = re.search(r'id="act-[^"]*-reconcile".*?</details>', html, re.S).group(0)
+    slug = ACTIONS["reconcile"].runbook
+    assert reverse("recovery:runbook", args=[slug]) in form
+    assert unescape(f"Runbook: {RUNBOOKS[slug]}") in unescape(form)
