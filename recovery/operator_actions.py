@@ -18,9 +18,15 @@ from intake import services as intake_services
 from ledger import policies
 from ledger import services as ledger_services
 from recovery import messages
-from recovery.forms import CompleteByHandForm, EditForm, ReasonForm, ReassignForm
+from recovery.forms import (
+    CompleteByHandForm,
+    EditForm,
+    ReasonForm,
+    ReassignForm,
+    ReleaseForm,
+)
 
-OPERATION, ENQUIRY = "operation", "enquiry"
+OPERATION, ENQUIRY, INTEGRATION = "operation", "enquiry", "integration"
 # Who may reassign an enquiry's owner: either of these.
 ASSIGN_PERMISSIONS = ("intake.review_enquiry", "intake.complete_enquiry")
 
@@ -28,7 +34,7 @@ ASSIGN_PERMISSIONS = ("intake.review_enquiry", "intake.complete_enquiry")
 @dataclass(frozen=True)
 class OperatorAction:
     name: str
-    subject: str  # OPERATION or ENQUIRY
+    subject: str  # OPERATION, ENQUIRY or INTEGRATION
     label: str  # the button
     does: str  # what it does, in a sentence (the button's help)
     changes_external: bool
@@ -38,7 +44,8 @@ class OperatorAction:
     service: Callable
     form: type = ReasonForm
     extra: tuple[str, ...] = ()
-    # An enquiry's: the transition it fires (None: not a transition), and who may (any of).
+    # An enquiry's (and an integration's): the transition it fires (None: not a transition),
+    # and who may (any of).
     transition: str | None = None
     permissions: tuple[str, ...] = ()
     # The runbook (docs/runbooks/<runbook>.md) that says when and how to take it; None where
@@ -46,7 +53,8 @@ class OperatorAction:
     runbook: str | None = None
 
     def may(self, user) -> bool:
-        """An enquiry action's permission (an operation's is the ledger's, per operation)."""
+        """An enquiry's or an integration's action's permission (an operation's is the
+        ledger's, per operation)."""
         return any(user.has_perm(p) for p in self.permissions)
 
     def make_form(self, data, subject):
@@ -253,10 +261,28 @@ _ALL = [
         permissions=ASSIGN_PERMISSIONS,
         runbook="queue-owners",
     ),
+    # --- on an integration ----------------------------------------------------------------
+    # Many operations at once, in batched statements (ledger.services.release_backlog, which
+    # reads the same permission); its own two-step page (recovery.views.integrations.release).
+    OperatorAction(
+        "release",
+        INTEGRATION,
+        "Release held writes",
+        "Sends the chosen writes held while the integration was paused, oldest first, at its "
+        "rate; the rest stay held.",
+        True,
+        "release",  # its route: /console/integrations/<name>/backlog/release/
+        "",  # the page counts what it released (recovery.messages.RELEASED)
+        ledger_services.release_backlog,
+        form=ReleaseForm,
+        permissions=(policies.PERMISSIONS[policies.RELEASE],),
+        runbook="pause-procedure",
+    ),
 ]
 ACTIONS: dict[str, OperatorAction] = {action.name: action for action in _ALL}
 OPERATION_ACTIONS = {name: a for name, a in ACTIONS.items() if a.subject == OPERATION}
 ENQUIRY_ACTIONS = {name: a for name, a in ACTIONS.items() if a.subject == ENQUIRY}
+RELEASE = ACTIONS["release"]
 
 # The integration's buttons (recovery.views.integrations): a label and what each does.
 INTEGRATION_BUTTONS = {
@@ -298,7 +324,7 @@ def changes_external(action: str) -> bool:
 def who_may(action: OperatorAction) -> str:
     """Who may take it, in the words of docs/roles.md (an operation's: its policy decides per
     operation, ledger.policies.permission_for)."""
-    if action.subject == ENQUIRY:
+    if action.subject in (ENQUIRY, INTEGRATION):
         return " or ".join(f"`{p}`" for p in action.permissions)
     if action.name == "approve":
         return "the policy's approver (`intake.approve_revision` for a CRM write)"

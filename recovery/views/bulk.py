@@ -222,7 +222,6 @@ def bulk_results(request, token):
     results = summary["results"]
     key = queue.GroupKey.parse(summary["group"]) if summary["group"] else None
     done = sum(1 for r in results if r["done"])
-    label = {"reconcile": "Reconcile now", "retry": "Retry", "cancel": "Cancel safely"}
     return render(
         request,
         "recovery/bulk_results.html",
@@ -231,7 +230,7 @@ def bulk_results(request, token):
             "results": results,
             "done": done,
             "refused": len(results) - done,
-            "action_label": label.get(summary["action"], "Reassign owner"),
+            "action_label": OPERATION_ACTIONS[summary["action"]].label,
             "group_label": group_label(key) if key else "",
         },
     )
