@@ -1,13 +1,17 @@
-"""The operator actions: one registry, read by the item page (its buttons and their help), the
-console's routes and views, the bulk actions, what a person is offered (recovery.permissions),
-the story's words, and the tests that check every action against every role.
+"""The operator actions: one registry, read by the item page (its buttons and their help),
+the runbook pages (the actions each covers), the console's routes and views, the bulk actions,
+what a person is offered (recovery.permissions), the story's words, the roles page
+(docs/roles.md) and the tests that check every action against every role.
 
-An action is one row: its name, the subject it acts on (an operation or an enquiry), its
-button label, what it does, whether it changes an external system, its route's segment, who
-may (an enquiry's permissions here; an operation's is the ledger's policy, which also enforces
-it: ledger.policies.permission_for), the form it takes, the service that does it, and what the
-person reads after it. Every action runs through one skeleton (recovery.views.actions.act).
-"""
+An action is one row: its name, the subject it acts on (an operation, an enquiry or an
+integration), its button label, what it does, whether it changes an external system, its
+route's segment, who may (an enquiry's and an integration's permissions here; an operation's is
+the ledger's policy, which also enforces it: ledger.policies.permission_for), the form it
+takes, the service that does it, what the person reads after it, and its runbook
+(docs/runbooks/<runbook>.md). Every action on an operation or an enquiry, from its page or in
+bulk, runs through one skeleton (recovery.views.actions.act); releasing an integration's
+backlog acts on many operations in batched statements (ledger.services.release_backlog),
+with this registry's permission, label and reason rule."""
 
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ class OperatorAction:
     transition: str | None = None
     permissions: tuple[str, ...] = ()
     # The runbook (docs/runbooks/<runbook>.md) that says when and how to take it; None where
-    # none applies. The item page links it from the action's form; docs/roles.md lists it.
+    # none applies. Its page in the console names the action; docs/roles.md lists it.
     runbook: str | None = None
 
     def may(self, user) -> bool:

@@ -8,7 +8,7 @@ from django import template
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from recovery import diagram, durations, explain, operator_actions, timefmt, words
+from recovery import diagram, durations, operator_actions, timefmt, words
 
 register = template.Library()
 
@@ -107,13 +107,6 @@ def changes_external(action):
 @register.filter
 def action_help(action):
     return operator_actions.does(action)
-
-
-@register.filter
-def action_runbook(action):
-    """The action's runbook from the registry: (slug, title), or None."""
-    slug = operator_actions.runbook(action)
-    return (slug, explain.RUNBOOKS[slug]) if slug else None
 
 
 @register.filter
