@@ -17,8 +17,12 @@ from intake.models import Document, EnquiryState
 from intake.services import _locked, revise_enquiry
 from intake.workflow import ActionRefused, require_reason
 
-S = EnquiryState
-REVISABLE = (S.VALIDATED, S.READY_FOR_REVIEW, S.NEEDS_INFORMATION, S.APPROVED)
+REVISABLE = (
+    EnquiryState.VALIDATED,
+    EnquiryState.READY_FOR_REVIEW,
+    EnquiryState.NEEDS_INFORMATION,
+    EnquiryState.APPROVED,
+)
 MAX_VALUE = 2000
 
 

@@ -54,8 +54,7 @@ class EnquiryState(models.TextChoices):
     REJECTED = "rejected"
 
 
-S = EnquiryState
-OPEN_STATES = [s for s in S if s not in (S.CONFIRMED, S.REJECTED)]
+OPEN_STATES = [s for s in EnquiryState if s not in (EnquiryState.CONFIRMED, EnquiryState.REJECTED)]
 
 
 def new_reference() -> str:
@@ -140,7 +139,9 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     consent = models.BooleanField(default=False)
     documents = models.JSONField(default=list, blank=True)
     category = models.ForeignKey(Category, null=True, blank=True, on_delete=models.PROTECT)
-    state = FSMField(default=S.RECEIVED, choices=S.choices, protected=True, db_index=True)
+    state = FSMField(
+        default=EnquiryState.RECEIVED, choices=EnquiryState.choices, protected=True, db_index=True
+    )
     current_revision = models.PositiveIntegerField(default=1)
     approved_revision = models.PositiveIntegerField(null=True, blank=True)
     owner = models.ForeignKey(
@@ -219,20 +220,28 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     # People need `permission`; workers and models need their prefix in custom["actors"].
     # Bodies check what the state alone cannot (who edited); they run before the state moves.
 
-    @transition(state, source=S.RECEIVED, target=S.VALIDATED, custom={"actors": (SYSTEM,)})
+    @transition(
+        state,
+        source=EnquiryState.RECEIVED,
+        target=EnquiryState.VALIDATED,
+        custom={"actors": (SYSTEM,)},
+    )
     def validate(self, *, actor, reason="", evidence=None):
         pass
 
     @transition(
-        state, source=S.VALIDATED, target=S.READY_FOR_REVIEW, custom={"actors": (SYSTEM, MODEL)}
+        state,
+        source=EnquiryState.VALIDATED,
+        target=EnquiryState.READY_FOR_REVIEW,
+        custom={"actors": (SYSTEM, MODEL)},
     )
     def mark_ready_for_review(self, *, actor, reason="", evidence=None):
         pass
 
     @transition(
         state,
-        source=[S.VALIDATED, S.READY_FOR_REVIEW],
-        target=S.NEEDS_INFORMATION,
+        source=[EnquiryState.VALIDATED, EnquiryState.READY_FOR_REVIEW],
+        target=EnquiryState.NEEDS_INFORMATION,
         permission="intake.review_enquiry",
     )
     def request_information(self, *, actor, reason="", evidence=None):
@@ -240,8 +249,8 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         state,
-        source=S.NEEDS_INFORMATION,
-        target=S.READY_FOR_REVIEW,
+        source=EnquiryState.NEEDS_INFORMATION,
+        target=EnquiryState.READY_FOR_REVIEW,
         permission="intake.review_enquiry",
         custom={"actors": (SYSTEM,)},
     )
@@ -250,8 +259,13 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         state,
-        source=[S.VALIDATED, S.READY_FOR_REVIEW, S.NEEDS_INFORMATION, S.APPROVED],
-        target=S.READY_FOR_REVIEW,
+        source=[
+            EnquiryState.VALIDATED,
+            EnquiryState.READY_FOR_REVIEW,
+            EnquiryState.NEEDS_INFORMATION,
+            EnquiryState.APPROVED,
+        ],
+        target=EnquiryState.READY_FOR_REVIEW,
         permission="intake.review_enquiry",
     )
     def revise(self, *, actor, reason="", evidence=None):
@@ -259,7 +273,10 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
         self.approved_revision = None
 
     @transition(
-        state, source=S.READY_FOR_REVIEW, target=S.APPROVED, permission="intake.approve_revision"
+        state,
+        source=EnquiryState.READY_FOR_REVIEW,
+        target=EnquiryState.APPROVED,
+        permission="intake.approve_revision",
     )
     def approve(self, *, actor, reason="", evidence=None):
         revision = self.revision
@@ -274,27 +291,39 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         state,
-        source=[S.VALIDATED, S.READY_FOR_REVIEW, S.NEEDS_INFORMATION],
-        target=S.REJECTED,
+        source=[
+            EnquiryState.VALIDATED,
+            EnquiryState.READY_FOR_REVIEW,
+            EnquiryState.NEEDS_INFORMATION,
+        ],
+        target=EnquiryState.REJECTED,
         permission="intake.review_enquiry",
     )
     def reject(self, *, actor, reason="", evidence=None):
         self.closed_at = timezone.now()
 
-    @transition(state, source=S.APPROVED, target=S.SUBMITTED, custom={"actors": (SYSTEM,)})
+    @transition(
+        state,
+        source=EnquiryState.APPROVED,
+        target=EnquiryState.SUBMITTED,
+        custom={"actors": (SYSTEM,)},
+    )
     def submit(self, *, actor, reason="", evidence=None):
         pass
 
     @transition(
-        state, source=S.SUBMITTED, target=S.SUBMISSION_UNKNOWN, custom={"actors": (SYSTEM,)}
+        state,
+        source=EnquiryState.SUBMITTED,
+        target=EnquiryState.SUBMISSION_UNKNOWN,
+        custom={"actors": (SYSTEM,)},
     )
     def mark_submission_unknown(self, *, actor, reason="", evidence=None):
         pass
 
     @transition(
         state,
-        source=[S.SUBMITTED, S.SUBMISSION_UNKNOWN],
-        target=S.APPROVED,
+        source=[EnquiryState.SUBMITTED, EnquiryState.SUBMISSION_UNKNOWN],
+        target=EnquiryState.APPROVED,
         permission="intake.complete_enquiry",
         custom={"actors": (SYSTEM,)},
     )
@@ -303,8 +332,8 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         state,
-        source=[S.APPROVED, S.SUBMITTED, S.SUBMISSION_UNKNOWN],
-        target=S.CONFIRMED,
+        source=[EnquiryState.APPROVED, EnquiryState.SUBMITTED, EnquiryState.SUBMISSION_UNKNOWN],
+        target=EnquiryState.CONFIRMED,
         permission="intake.complete_enquiry",
         custom={"actors": (SYSTEM,)},
     )
@@ -315,8 +344,8 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     # (issue 19): a coordinator's triage of the CRM write cannot close the enquiry.
     @transition(
         state,
-        source=[S.APPROVED, S.SUBMISSION_UNKNOWN],
-        target=S.REJECTED,
+        source=[EnquiryState.APPROVED, EnquiryState.SUBMISSION_UNKNOWN],
+        target=EnquiryState.REJECTED,
         permission="intake.review_enquiry",
     )
     def withdraw(self, *, actor, reason="", evidence=None):

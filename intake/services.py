@@ -3,6 +3,18 @@
 Every state change here locks the enquiry, transitions and saves in one transaction (the journal
 row is written by the transition's signal in that same transaction). Intake never imports the
 ledger: it tells it what happened through intake.signals, sent inside the transaction.
+
+A reviewer's action here (``_transition``) and a person's action on an operation
+(ledger.services.common.operator_action) share what can be shared from below both, in
+intake.workflow: the reason rule (``require_reason``), the refusal (``ActionRefused``) and the
+journal (the transition's django-fsm signal, written by ledger.journal). They do not share one
+skeleton, by design: intake sits below the ledger and never imports it, an enquiry's permission
+is declared on its transition and enforced for every caller by the pre_transition guard
+(intake.workflow.guard_transition_actor), while an operation's depends on its policy and its row
+(ledger.policies.permission_for, checked under the lock of the enquiry and then the operation).
+The person in the console meets one skeleton either way: recovery.views.actions.act checks their
+permission, the reason and the state in the same words before either service is called.
+tests/intake/test_services.py pins the shared parts.
 """
 
 import hashlib

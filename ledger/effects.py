@@ -16,8 +16,6 @@ from ledger.execution.locking import save_changed
 from ledger.models import Action
 from ledger.proposals import propose_extraction
 
-S = EnquiryState
-
 
 def already_done(operation) -> CallResult | None:
     """The policy's check before a call that may be skipped; a result means "done already"."""
@@ -44,7 +42,11 @@ def already_done(operation) -> CallResult | None:
 def on_success(operation, result: CallResult, *, enquiry, actor):
     action = operation.action
     if action == Action.CREATE_ENQUIRY:
-        if enquiry.state in (S.APPROVED, S.SUBMITTED, S.SUBMISSION_UNKNOWN):
+        if enquiry.state in (
+            EnquiryState.APPROVED,
+            EnquiryState.SUBMITTED,
+            EnquiryState.SUBMISSION_UNKNOWN,
+        ):
             enquiry.confirm(
                 actor=actor,
                 reason=f"CRM record {result.external_id} confirmed",
@@ -82,7 +84,7 @@ def on_success(operation, result: CallResult, *, enquiry, actor):
 
 
 def on_unknown(operation, *, enquiry, actor, reason):
-    if operation.action == Action.CREATE_ENQUIRY and enquiry.state == S.SUBMITTED:
+    if operation.action == Action.CREATE_ENQUIRY and enquiry.state == EnquiryState.SUBMITTED:
         enquiry.mark_submission_unknown(
             actor=actor, reason=reason, evidence={"operation": str(operation.pk)}
         )
@@ -93,7 +95,7 @@ def on_failed(operation, *, enquiry, actor, attention, message):
     """The operation is `failed` for good (a person must act)."""
     action = operation.action
     if action == Action.CREATE_ENQUIRY:
-        if enquiry.state in (S.SUBMITTED, S.SUBMISSION_UNKNOWN):
+        if enquiry.state in (EnquiryState.SUBMITTED, EnquiryState.SUBMISSION_UNKNOWN):
             enquiry.delivery_failed(
                 actor=actor,
                 reason=f"CRM write did not happen: {message}"[:500],
@@ -202,6 +204,6 @@ def _document(operation):
 
 
 def _ready_for_review(enquiry, actor, reason):
-    if enquiry.state == S.VALIDATED:
+    if enquiry.state == EnquiryState.VALIDATED:
         enquiry.mark_ready_for_review(actor=actor, reason=reason)
         save_changed(enquiry)

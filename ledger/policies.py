@@ -172,6 +172,9 @@ RECONCILE, RETRY, COMPLETE, CANCEL, COMPENSATE, APPROVE, REASSIGN = (
     "approve",
     "reassign",
 )
+# On an integration, not an operation (ledger.services.integrations.release_backlog): never
+# offered by an operation's state.
+RELEASE = "release"
 PERMISSIONS = {
     RECONCILE: "ledger.triage_operation",
     RETRY: "ledger.recover_operation",
@@ -179,6 +182,7 @@ PERMISSIONS = {
     CANCEL: "ledger.triage_operation",
     COMPENSATE: "ledger.recover_operation",
     REASSIGN: "ledger.triage_operation",
+    RELEASE: "ledger.pause_integration",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from intake.models import EnquiryState as S
+from intake.models import EnquiryState
 from ledger.models import Action, OperationState
 from ledger.policies import connector_for
 from recovery import timefmt
@@ -302,17 +302,17 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
     notify = next((op for op in reversed(writes) if op.action == Action.SEND_NOTICE), None)
     state = enquiry.state
 
-    if state in (S.RECEIVED, S.VALIDATED):
+    if state in (EnquiryState.RECEIVED, EnquiryState.VALIDATED):
         trying = f"Check {enquiry.reference} and suggest a category, so a reviewer can look at it."
-    elif state == S.READY_FOR_REVIEW:
+    elif state == EnquiryState.READY_FOR_REVIEW:
         trying = (
             f"Get revision {enquiry.current_revision} of {enquiry.reference} reviewed and "
             "approved; "
             "nothing is sent to the CRM before that."
         )
-    elif state == S.NEEDS_INFORMATION:
+    elif state == EnquiryState.NEEDS_INFORMATION:
         trying = "Get the missing information from the customer before review continues."
-    elif state == S.REJECTED:
+    elif state == EnquiryState.REJECTED:
         trying = f"Nothing more: {enquiry.reference} was closed without delivery."
         if any(r.action == "intake.enquiry.withdraw" for r in journal):
             trying += " Its CRM write was cancelled after approval (see Outcome)."
@@ -327,7 +327,7 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         (
             row
             for row in reversed(journal)
-            if row.action == "intake.enquiry.approve" and row.to_state == S.APPROVED
+            if row.action == "intake.enquiry.approve" and row.to_state == EnquiryState.APPROVED
         ),
         None,
     )
@@ -335,12 +335,14 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         Step("Received", "done", f"from {enquiry.source}, {when(enquiry.created_at)}"),
         Step(
             "Checked",
-            "done" if S.VALIDATED in done_states or state != S.RECEIVED else "waiting",
+            "done"
+            if EnquiryState.VALIDATED in done_states or state != EnquiryState.RECEIVED
+            else "waiting",
         ),
     ]
-    if state == S.NEEDS_INFORMATION:
+    if state == EnquiryState.NEEDS_INFORMATION:
         steps.append(Step("Reviewed", "current", "waiting for the customer's information"))
-    elif state == S.REJECTED and not approved:
+    elif state == EnquiryState.REJECTED and not approved:
         steps.append(Step("Reviewed", "done", "rejected"))
     elif approved:
         who = approval.actor.removeprefix("user:") if approval else "a reviewer"
@@ -353,7 +355,10 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
         )
     else:
         steps.append(
-            Step("Reviewed and approved", "current" if state == S.READY_FOR_REVIEW else "waiting")
+            Step(
+                "Reviewed and approved",
+                "current" if state == EnquiryState.READY_FOR_REVIEW else "waiting",
+            )
         )
     for label, op in (("Written to the CRM", crm), ("Customer acknowledged", notify)):
         if op is None:
@@ -405,11 +410,16 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
             f"(nothing was sent anywhere): {enquiry.receipt_error[:300]}. Fix the cause, then run "
             "python manage.py recover; see the runbook.",
         )
-    if state == S.READY_FOR_REVIEW:
+    if state == EnquiryState.READY_FOR_REVIEW:
         safe.insert(0, "Review it: approve, edit (a new revision), request information or reject.")
-    elif state == S.NEEDS_INFORMATION:
+    elif state == EnquiryState.NEEDS_INFORMATION:
         safe.insert(0, "Wait for the customer; when they answer, mark the information received.")
-    if not safe and state in (S.SUBMISSION_UNKNOWN, S.SUBMITTED, S.APPROVED) and crm:
+    if (
+        not safe
+        and state
+        in (EnquiryState.SUBMISSION_UNKNOWN, EnquiryState.SUBMITTED, EnquiryState.APPROVED)
+        and crm
+    ):
         # Waiting on a write that is queued or in flight: the worker's answer decides.
         safe = [f"{action_label(crm.action)}: {safe_now(crm)}"]
     if not safe:
@@ -479,19 +489,23 @@ def runbook_for_operation(op) -> str | None:
 def runbook_for_enquiry(enquiry, operations=()) -> str | None:
     """The enquiry's runbook. Waiting on its CRM write, it is that write's runbook, so the page
     never names two for one situation."""
-    if enquiry.state == S.NEEDS_INFORMATION:
+    if enquiry.state == EnquiryState.NEEDS_INFORMATION:
         return "needs-information"
     if enquiry.receipt_pending and enquiry.receipt_failures:
         return "receipt-pending"
-    if enquiry.state in (S.SUBMISSION_UNKNOWN, S.SUBMITTED, S.APPROVED):
+    if enquiry.state in (
+        EnquiryState.SUBMISSION_UNKNOWN,
+        EnquiryState.SUBMITTED,
+        EnquiryState.APPROVED,
+    ):
         for op in reversed(list(operations)):
             if op.action == Action.CREATE_ENQUIRY and op.state in (
                 OperationState.UNKNOWN,
                 OperationState.FAILED,
             ):
                 return runbook_for_operation(op)
-        return "unknown-outcome" if enquiry.state == S.SUBMISSION_UNKNOWN else None
-    if enquiry.state == S.READY_FOR_REVIEW and enquiry.category_id is None:
+        return "unknown-outcome" if enquiry.state == EnquiryState.SUBMISSION_UNKNOWN else None
+    if enquiry.state == EnquiryState.READY_FOR_REVIEW and enquiry.category_id is None:
         return "unresolved-classification"
     return None
 
@@ -656,7 +670,7 @@ def reconcile_status(op, journal) -> ReconcileStatus | None:
 
 def outcome(enquiry, journal) -> str:
     """How a closed enquiry ended, with who decided, when and why ("" while it is open)."""
-    if enquiry.state not in (S.REJECTED, S.CONFIRMED):
+    if enquiry.state not in (EnquiryState.REJECTED, EnquiryState.CONFIRMED):
         return ""
     row = next(
         (
@@ -675,6 +689,6 @@ def outcome(enquiry, journal) -> str:
             f"Rejected: {who} cancelled its delivery to the CRM at {at}, which closed it. "
             f"Reason: “{row.reason}”."
         )
-    if enquiry.state == S.REJECTED:
+    if enquiry.state == EnquiryState.REJECTED:
         return f"Rejected by {who} at {at}. Reason: “{row.reason}”."
     return f"Confirmed at {at} ({who})."

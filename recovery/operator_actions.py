@@ -1,13 +1,17 @@
-"""The operator actions: one registry, read by the item page (its buttons and their help), the
-console's routes and views, the bulk actions, what a person is offered (recovery.permissions),
-the story's words, and the tests that check every action against every role.
+"""The operator actions: one registry, read by the item page (its buttons and their help),
+the runbook pages (the actions each covers), the console's routes and views, the bulk actions,
+what a person is offered (recovery.permissions), the story's words, the roles page
+(docs/roles.md) and the tests that check every action against every role.
 
-An action is one row: its name, the subject it acts on (an operation or an enquiry), its
-button label, what it does, whether it changes an external system, its route's segment, who
-may (an enquiry's permissions here; an operation's is the ledger's policy, which also enforces
-it: ledger.policies.permission_for), the form it takes, the service that does it, and what the
-person reads after it. Every action runs through one skeleton (recovery.views.actions.act).
-"""
+An action is one row: its name, the subject it acts on (an operation, an enquiry or an
+integration), its button label, what it does, whether it changes an external system, its
+route's segment, who may (an enquiry's and an integration's permissions here; an operation's is
+the ledger's policy, which also enforces it: ledger.policies.permission_for), the form it
+takes, the service that does it, what the person reads after it, and its runbook
+(docs/runbooks/<runbook>.md). Every action on an operation or an enquiry, from its page or in
+bulk, runs through one skeleton (recovery.views.actions.act); releasing an integration's
+backlog acts on many operations in batched statements (ledger.services.release_backlog),
+with this registry's permission, label and reason rule."""
 
 from __future__ import annotations
 
@@ -18,9 +22,15 @@ from intake import services as intake_services
 from ledger import policies
 from ledger import services as ledger_services
 from recovery import messages
-from recovery.forms import CompleteByHandForm, EditForm, ReasonForm, ReassignForm
+from recovery.forms import (
+    CompleteByHandForm,
+    EditForm,
+    ReasonForm,
+    ReassignForm,
+    ReleaseForm,
+)
 
-OPERATION, ENQUIRY = "operation", "enquiry"
+OPERATION, ENQUIRY, INTEGRATION = "operation", "enquiry", "integration"
 # Who may reassign an enquiry's owner: either of these.
 ASSIGN_PERMISSIONS = ("intake.review_enquiry", "intake.complete_enquiry")
 
@@ -28,7 +38,7 @@ ASSIGN_PERMISSIONS = ("intake.review_enquiry", "intake.complete_enquiry")
 @dataclass(frozen=True)
 class OperatorAction:
     name: str
-    subject: str  # OPERATION or ENQUIRY
+    subject: str  # OPERATION, ENQUIRY or INTEGRATION
     label: str  # the button
     does: str  # what it does, in a sentence (the button's help)
     changes_external: bool
@@ -38,12 +48,17 @@ class OperatorAction:
     service: Callable
     form: type = ReasonForm
     extra: tuple[str, ...] = ()
-    # An enquiry's: the transition it fires (None: not a transition), and who may (any of).
+    # An enquiry's (and an integration's): the transition it fires (None: not a transition),
+    # and who may (any of).
     transition: str | None = None
     permissions: tuple[str, ...] = ()
+    # The runbook (docs/runbooks/<runbook>.md) that says when and how to take it; None where
+    # none applies. Its page in the console names the action; docs/roles.md lists it.
+    runbook: str | None = None
 
     def may(self, user) -> bool:
-        """An enquiry action's permission (an operation's is the ledger's, per operation)."""
+        """An enquiry's or an integration's action's permission (an operation's is the
+        ledger's, per operation)."""
         return any(user.has_perm(p) for p in self.permissions)
 
     def make_form(self, data, subject):
@@ -98,6 +113,7 @@ _ALL = [
         "reconcile",
         messages.OPERATION_DONE["reconcile"],
         ledger_services.reconcile_now,
+        runbook="unknown-outcome",
     ),
     OperatorAction(
         "retry",
@@ -108,6 +124,7 @@ _ALL = [
         "retry",
         messages.OPERATION_DONE["retry"],
         ledger_services.retry_operation,
+        runbook="destination-unavailable",
     ),
     OperatorAction(
         "complete_by_hand",
@@ -121,6 +138,7 @@ _ALL = [
         ledger_services.complete_by_hand,
         form=CompleteByHandForm,
         extra=("external_id",),
+        runbook="unknown-outcome",
     ),
     OperatorAction(
         "cancel",
@@ -166,6 +184,7 @@ _ALL = [
         ledger_services.reassign_operation,
         form=ReassignForm,
         extra=("owner",),
+        runbook="queue-owners",
     ),
     # --- on an enquiry --------------------------------------------------------------------
     OperatorAction(
@@ -192,6 +211,7 @@ _ALL = [
         form=EditForm,
         transition="revise",
         permissions=("intake.review_enquiry",),
+        runbook="unresolved-classification",
     ),
     OperatorAction(
         "request_information",
@@ -204,6 +224,7 @@ _ALL = [
         intake_services.request_information,
         transition="request_information",
         permissions=("intake.review_enquiry",),
+        runbook="needs-information",
     ),
     OperatorAction(
         "information_received",
@@ -216,6 +237,7 @@ _ALL = [
         intake_services.information_received,
         transition="information_received",
         permissions=("intake.review_enquiry",),
+        runbook="needs-information",
     ),
     OperatorAction(
         "reject",
@@ -241,11 +263,30 @@ _ALL = [
         form=ReassignForm,
         extra=("owner",),
         permissions=ASSIGN_PERMISSIONS,
+        runbook="queue-owners",
+    ),
+    # --- on an integration ----------------------------------------------------------------
+    # Many operations at once, in batched statements (ledger.services.release_backlog, which
+    # reads the same permission); its own two-step page (recovery.views.integrations.release).
+    OperatorAction(
+        "release",
+        INTEGRATION,
+        "Release held writes",
+        "Sends the chosen writes held while the integration was paused, oldest first, at its "
+        "rate; the rest stay held.",
+        True,
+        "release",  # its route: /console/integrations/<name>/backlog/release/
+        "",  # the page counts what it released (recovery.messages.RELEASED)
+        ledger_services.release_backlog,
+        form=ReleaseForm,
+        permissions=(policies.PERMISSIONS[policies.RELEASE],),
+        runbook="pause-procedure",
     ),
 ]
 ACTIONS: dict[str, OperatorAction] = {action.name: action for action in _ALL}
 OPERATION_ACTIONS = {name: a for name, a in ACTIONS.items() if a.subject == OPERATION}
 ENQUIRY_ACTIONS = {name: a for name, a in ACTIONS.items() if a.subject == ENQUIRY}
+RELEASE = ACTIONS["release"]
 
 # The integration's buttons (recovery.views.integrations): a label and what each does.
 INTEGRATION_BUTTONS = {
@@ -275,6 +316,11 @@ def does(action: str) -> str:
     return INTEGRATION_BUTTONS.get(action, ("", ""))[1]
 
 
+def runbook(action: str) -> str | None:
+    """The action's runbook (docs/runbooks/<slug>.md), or None."""
+    return ACTIONS[action].runbook if action in ACTIONS else None
+
+
 def changes_external(action: str) -> bool:
     return action in ACTIONS and ACTIONS[action].changes_external
 
@@ -282,7 +328,7 @@ def changes_external(action: str) -> bool:
 def who_may(action: OperatorAction) -> str:
     """Who may take it, in the words of docs/roles.md (an operation's: its policy decides per
     operation, ledger.policies.permission_for)."""
-    if action.subject == ENQUIRY:
+    if action.subject in (ENQUIRY, INTEGRATION):
         return " or ".join(f"`{p}`" for p in action.permissions)
     if action.name == "approve":
         return "the policy's approver (`intake.approve_revision` for a CRM write)"
@@ -296,12 +342,13 @@ def who_may(action: OperatorAction) -> str:
 def markdown_table() -> str:
     """The table in docs/roles.md, between its operator-actions markers (a test compares)."""
     lines = [
-        "| action | on | button | who may | changes a destination | what it does |",
-        "|---|---|---|---|---|---|",
+        "| action | on | button | who may | changes a destination | what it does | runbook |",
+        "|---|---|---|---|---|---|---|",
     ]
     for action in ACTIONS.values():
         lines.append(
             f"| `{action.name}` | {action.subject} | {action.label} | {who_may(action)} | "
-            f"{'yes' if action.changes_external else 'no'} | {action.does or '-'} |"
+            f"{'yes' if action.changes_external else 'no'} | {action.does or '-'} | "
+            f"{f'[{action.runbook}](runbooks/{action.runbook}.md)' if action.runbook else '-'} |"
         )
     return "\n".join(lines) + "\n"

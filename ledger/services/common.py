@@ -1,5 +1,6 @@
 """What every service shares: the refusal, the checks of who and why, and the one skeleton of
-a person's action on an operation (operator_action)."""
+a person's action on an operation (operator_action). Why intake's actions have a skeleton of
+their own, and what the two share: intake/services.py's docstring."""
 
 from __future__ import annotations
 

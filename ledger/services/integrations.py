@@ -11,6 +11,7 @@ from config.destinations import shown
 from intake.models import Enquiry
 from ledger import journal, limits, messages, storable
 from ledger.models import Integration, Operation, OperationState, kind_of
+from ledger.policies import PERMISSIONS, RELEASE
 from ledger.proposals import integration
 from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.services.common import (
@@ -160,10 +161,15 @@ def release_backlog(name, *, actor, reason, operation_ids=None) -> list[Operatio
     apart (ledger.limits.turns), so the backlog drains at the integration's rate by itself.
     A backlog is thousands of rows after an outage: the enquiries, then the operations, are
     locked in one statement each (the one lock order), and the rows, their journal entries and
-    their tasks are written in one statement per table.
+    their tasks are written in one statement per table, not one operation action at a time.
+
+    What makes it an operator action is the registry's: its permission is the one the console's
+    row ``release`` (recovery/operator_actions.py) reads, ledger.policies.PERMISSIONS[RELEASE]
+    (the ledger sits below recovery, so both read it here); its reason rule is every action's
+    (intake.workflow.require_reason); its label is the registry row's, used by the console.
     """
     reason = require_reason(reason)
-    require_permission(actor, "ledger.pause_integration")
+    require_permission(actor, PERMISSIONS[RELEASE])
     with transaction.atomic(), journal.deferred(), batched():
         row = Integration.objects.select_for_update().get(name=name)
         if row.paused:

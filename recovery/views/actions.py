@@ -6,7 +6,10 @@ the state or policy does not allow it -> the page again, 409, input kept (the se
 under its row lock). Success -> a redirect to the card acted on, its message shown in that card.
 """
 
+from dataclasses import dataclass
+
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -16,7 +19,7 @@ import recovery.messages
 from intake.models import Enquiry, EnquiryState, Revision
 from ledger import policies
 from recovery import permissions
-from recovery.operator_actions import ENQUIRY_ACTIONS, OPERATION_ACTIONS
+from recovery.operator_actions import ENQUIRY, ENQUIRY_ACTIONS, OPERATION, OPERATION_ACTIONS
 from recovery.views.common import (
     REFUSALS,
     console_view,
@@ -71,33 +74,82 @@ def succeeded(request, url, target, done):
     return redirect(url)
 
 
-def act(request, action, subject, *, allowed, state, on_refusal):
-    """The one skeleton of every operator action, on an operation or an enquiry, after the
-    permission: the form (422 when it is not valid), the state and policy (409 when they do not
-    allow it now), a request that would change nothing (422), then the service (409 when it
-    refuses under its lock). Returns None when it was done; else ``on_refusal(form, status,
-    message)``'s answer."""
-    form = action.make_form(request.POST, subject)
-    if not form.is_valid():
-        return on_refusal(form, 422, "")
-    if action.name not in allowed:
-        message = recovery.messages.CANNOT_FOR_OPERATION if action.subject == "operation" else None
-        message = (message or recovery.messages.CANNOT_FOR_ENQUIRY) % {
-            "action": action.label,
-            "state": in_sentence(state),
-        }
-        return on_refusal(form, 409, message)
-    if nothing := action.nothing_to_do(subject, form):
-        return on_refusal(form, 422, nothing)
+@dataclass(frozen=True)
+class Refusal:
+    """Why an action was not done: 403 (the person may not), 422 (the form, or nothing would
+    change), 409 (not now: the state, the policy, or the service under its lock)."""
+
+    status: int
+    message: str
+    form: object = None
+
+
+def permission_for(action, subject) -> str:
+    """The permission this person needs for this action on this subject: an operation's is
+    its policy's (ledger.policies.permission_for); an enquiry's, the registry's first."""
+    if action.subject == OPERATION:
+        try:
+            return policies.permission_for(subject, action.name)
+        except KeyError:
+            return "ledger.recover_operation"
+    return action.permissions[0]
+
+
+def allowed_now(action, subject, user) -> list[str]:
+    """What the subject's state offers now (an enquiry's: to this person)."""
+    if action.subject == ENQUIRY:
+        return permissions.enquiry_actions(subject, user)
     try:
-        action.perform(subject, form, request.user)
+        return policies.state_allows(subject)
+    except KeyError:
+        return []
+
+
+def act(user, action, subject, data) -> Refusal | None:
+    """The one skeleton of every operator action, on an operation or an enquiry, from its page
+    or in bulk (recovery.views.bulk, per item): the person's permission (403, in the words
+    recovery.views.common.require uses), the form and its reason rule (422 when it is not
+    valid), the state and policy (409 when they do not allow it now), a request that would
+    change nothing (422), then the registry's service, which journals it as this person with
+    this reason (409 when it refuses under its lock). Returns None when it was done; else the
+    Refusal."""
+    may = action.may(user) if action.subject == ENQUIRY else None
+    if not may:
+        try:
+            require(user, permission_for(action, subject), action.label.lower())
+        except PermissionDenied as exc:
+            return Refusal(403, str(exc))
+    form = action.make_form(data, subject)
+    if not form.is_valid():
+        return Refusal(422, "", form)
+    if action.name not in allowed_now(action, subject, user):
+        message = recovery.messages.CANNOT_FOR_OPERATION
+        if action.subject == ENQUIRY:
+            message = recovery.messages.CANNOT_FOR_ENQUIRY
+        state = in_sentence(subject.get_state_display())
+        return Refusal(409, message % {"action": action.label, "state": state}, form)
+    if nothing := action.nothing_to_do(subject, form):
+        return Refusal(422, nothing, form)
+    try:
+        action.perform(subject, form, user)
     except REFUSALS as exc:
-        log.info("refused %s by %s: %s", request.path, request.user, exc)
+        log.info("refused %s on %s by %s: %s", action.name, subject.pk, user, exc)
         fallback = recovery.messages.NOT_POSSIBLE_FOR_ITEM
-        if action.subject == "enquiry":
+        if action.subject == ENQUIRY:
             fallback = recovery.messages.NOT_POSSIBLE_FOR_ENQUIRY
-        return on_refusal(form, 409, str(exc) or fallback)
+        return Refusal(409, str(exc) or str(fallback), form)
+    except PermissionDenied as exc:  # a permission that depends on the row, under its lock
+        return Refusal(403, str(exc) or str(recovery.messages.MAY_NOT), form)
     return None
+
+
+def on_page(refusal: Refusal | None, on_refusal):
+    """A refusal from the item's page: 403 as the forbidden page, else ``on_refusal``."""
+    if refusal is None:
+        return None
+    if refusal.status == 403:
+        raise PermissionDenied(refusal.message)
+    return on_refusal(refusal.form, refusal.status, refusal.message)
 
 
 @require_POST
@@ -105,24 +157,19 @@ def act(request, action, subject, *, allowed, state, on_refusal):
 def operation_action(request, op_id, action):
     op = get_operation_for_user(request.user, op_id)
     action = OPERATION_ACTIONS[action]
-    try:
-        permission = policies.permission_for(op, action.name)
-    except KeyError:
-        permission = "ledger.recover_operation"
-    require(request.user, permission, action.label.lower())
     target = op_target(op)
     back = item_url(op) + f"?op={op.pk}#{target}"
     done = action.consequence(op)
-    try:
-        allowed = policies.state_allows(op)
-    except KeyError:
-        allowed = []
     if op.enquiry_id is None:
         # A message to an operator: its own small page, refusals said there, at the top.
 
         def on_refusal(form, status, message):
             errors = [e for field in form.errors.values() for e in field]
-            if status == 409 and not form.errors and action.name not in allowed:
+            if (
+                status == 409
+                and not form.errors
+                and action.name not in allowed_now(action, op, None)
+            ):
                 message = recovery.messages.CANNOT_FOR_OPERATION % {
                     "action": action.label.lower(),
                     "state": op.get_state_display(),
@@ -131,14 +178,7 @@ def operation_action(request, op_id, action):
                 messages.error(request, error)
             return redirect(back)
 
-        answer = act(
-            request,
-            action,
-            op,
-            allowed=allowed,
-            state=op.get_state_display(),
-            on_refusal=on_refusal,
-        )
+        answer = on_page(act(request.user, action, op, request.POST), on_refusal)
         if answer is not None:
             return answer
         messages.success(request, done)
@@ -155,9 +195,7 @@ def operation_action(request, op_id, action):
             message=message,
         )
 
-    answer = act(
-        request, action, op, allowed=allowed, state=op.get_state_display(), on_refusal=on_refusal
-    )
+    answer = on_page(act(request.user, action, op, request.POST), on_refusal)
     return answer or succeeded(request, back, target, done)
 
 
@@ -166,8 +204,6 @@ def operation_action(request, op_id, action):
 def enquiry_action(request, reference, action):
     enquiry = get_enquiry_for_user(request.user, reference)
     action = ENQUIRY_ACTIONS[action]
-    if not action.may(request.user):
-        require(request.user, action.permissions[0], action.label.lower())
     back = safe_next(request, reverse("recovery:enquiry", args=[reference]))
     # The edit form lives on the review page: a refused edit comes back there.
     page = "review" if back.startswith("/console/review/") or action.name == "edit" else "item"
@@ -184,15 +220,7 @@ def enquiry_action(request, reference, action):
             page=page,
         )
 
-    allowed = permissions.enquiry_actions(enquiry, request.user)
-    answer = act(
-        request,
-        action,
-        enquiry,
-        allowed=allowed,
-        state=enquiry.get_state_display(),
-        on_refusal=on_refusal,
-    )
+    answer = on_page(act(request.user, action, enquiry, request.POST), on_refusal)
     if answer is not None:
         return answer
     if page == "review" and action.name in REVIEW_DECISIONS:

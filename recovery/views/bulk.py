@@ -1,9 +1,10 @@
 """Take it, and one action with one reason for many items (a selection or a whole group).
 
-Each item is still its own action: the same service an item's page calls, in its own
-transaction, which locks the row and checks its state and the actor's permission, and journals
-the shared reason. One item refused does not stop the others; the summary says what happened
-to each.
+Each item is still its own action, through the same skeleton as the item's page
+(recovery.views.actions.act): the person's permission for that item, the reason rule, the state
+check, then the registry's service in its own transaction, which locks the row, checks again
+and journals the shared reason. A refusal reads as it does on the item's page. One item refused
+does not stop the others; the summary says what happened to each.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -26,6 +26,7 @@ from ledger.models import Operation
 from recovery import permissions, queue
 from recovery.forms import TAKE_REASON, BulkForm, people
 from recovery.operator_actions import ASSIGN_PERMISSIONS, ENQUIRY_ACTIONS, OPERATION_ACTIONS
+from recovery.views.actions import act
 from recovery.views.common import (
     REFUSALS,
     console_view,
@@ -121,14 +122,15 @@ def _selected(form) -> tuple[list[Operation], list[Enquiry], int]:
     )
 
 
-def _act(call) -> tuple[bool, str]:
-    try:
-        call()
-    except REFUSALS as exc:
-        return False, str(exc) or str(recovery.messages.BULK_NOT_POSSIBLE)
-    except PermissionDenied as exc:
-        return False, str(exc) or str(recovery.messages.BULK_MAY_NOT)
-    return True, ""
+def _act(action, subject, user, data) -> tuple[bool, str]:
+    """One item, through the single action's skeleton (recovery.views.actions.act): the same
+    permission, reason rule, state check, service and journal row, and the same refusal in
+    the same words as on the item's page."""
+    refusal = act(user, action, subject, data)
+    if refusal is None:
+        return True, ""
+    errors = [e for field in refusal.form.errors.values() for e in field] if refusal.form else []
+    return False, refusal.message or " ".join(errors) or str(recovery.messages.BULK_NOT_POSSIBLE)
 
 
 @require_POST
@@ -164,10 +166,10 @@ def bulk(request):
     user = request.user
     ops, enquiries, over = _selected(form)
     results = []
-    service = OPERATION_ACTIONS[action].service
-    extra = {"owner": owner} if action == "reassign" else {}
+    # The fields the single action's form takes: the shared reason, and the owner to reassign.
+    data = {"reason": reason, "owner": owner.pk if owner else ""}
     for op in ops:
-        done, why = _act(lambda op=op: service(op.pk, actor=user, reason=reason, **extra))
+        done, why = _act(OPERATION_ACTIONS[action], op, user, data)
         results.append(
             {
                 "reference": op.reference,
@@ -179,11 +181,7 @@ def bulk(request):
         )
     for enquiry in enquiries:
         if action == "reassign":
-            done, why = _act(
-                lambda e=enquiry: ENQUIRY_ACTIONS["assign"].service(
-                    e.pk, actor=user, reason=reason, owner=owner
-                )
-            )
+            done, why = _act(ENQUIRY_ACTIONS["assign"], enquiry, user, data)
         else:
             done, why = False, recovery.messages.BULK_NOT_FOR_ENQUIRY % {"action": action}
         results.append(
@@ -224,7 +222,6 @@ def bulk_results(request, token):
     results = summary["results"]
     key = queue.GroupKey.parse(summary["group"]) if summary["group"] else None
     done = sum(1 for r in results if r["done"])
-    label = {"reconcile": "Reconcile now", "retry": "Retry", "cancel": "Cancel safely"}
     return render(
         request,
         "recovery/bulk_results.html",
@@ -233,7 +230,7 @@ def bulk_results(request, token):
             "results": results,
             "done": done,
             "refused": len(results) - done,
-            "action_label": label.get(summary["action"], "Reassign owner"),
+            "action_label": OPERATION_ACTIONS[summary["action"]].label,
             "group_label": group_label(key) if key else "",
         },
     )

@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from recovery import markdown
 from recovery.explain import RUNBOOKS
 from recovery.metrics import ConsoleCollector, figures
+from recovery.operator_actions import ACTIONS
 from recovery.views.common import console_view
 
 RUNBOOK_DIR = Path(settings.BASE_DIR) / "docs" / "runbooks"
@@ -84,5 +85,11 @@ def runbook(request, slug):
     return render(
         request,
         "recovery/runbook.html",
-        {"slug": slug, "title": RUNBOOKS[slug], "html": markdown.render(text)},
+        {
+            "slug": slug,
+            "title": RUNBOOKS[slug],
+            "html": markdown.render(text),
+            # The actions whose registry row names this runbook (recovery/operator_actions.py).
+            "actions": [a.label for a in ACTIONS.values() if a.runbook == slug],
+        },
     )

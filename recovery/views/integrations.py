@@ -15,6 +15,7 @@ from recovery import durations, queue
 from recovery.explain import RUNBOOKS
 from recovery.forms import LABELS, SECONDS, IntegrationForm, ReasonForm, ReleaseForm
 from recovery.models import ResponsePolicy
+from recovery.operator_actions import RELEASE
 from recovery.permissions import CONFIGURE_PERMISSION, INTEGRATION_PERMISSION
 from recovery.views.common import (
     REFUSALS,
@@ -168,7 +169,8 @@ def release_summary(chosen) -> list[dict]:
 def release(request, name):
     """Two steps: the chosen writes and a reason give a summary to confirm; the confirmation
     (``confirmed``, the same choice and reason) releases them."""
-    require(request.user, INTEGRATION_PERMISSION, "release a backlog")
+    if not RELEASE.may(request.user):  # the registry's row (recovery/operator_actions.py)
+        require(request.user, RELEASE.permissions[0], RELEASE.label.lower())
     integration = _integration(name)
     back = reverse("recovery:backlog", args=[name])
     held = _backlog(name)

@@ -211,3 +211,58 @@ def test_factory_reviewer_is_allowed_everything_it_needs():
     user = factory_reviewer()
     for perm in ("review_enquiry", "approve_revision", "complete_enquiry"):
         assert user.has_perm(f"intake.{perm}")
+
+
+# --- what intake's action skeleton shares with the ledger's (this module's docstring) -----------
+
+
+def _an_action_on_each_side(make_user):
+    """(intake's reject on an enquiry, the ledger's cancel on an operation), each taken by a
+    person who may, with a given reason."""
+    from ledger import services as ledger_services
+    from tests.ledger.factories import make_operation
+
+    enquiry = EnquiryFactory(state="validated")
+    op = make_operation(EnquiryFactory(state="confirmed"), "failed", action="notify.send")
+    reviewer, coordinator = make_user("reviewer"), make_user("coordinator")
+
+    def reject(reason):
+        return services.reject_enquiry(enquiry.pk, actor=reviewer, reason=reason)
+
+    def cancel(reason):
+        return ledger_services.cancel_operation(op.pk, actor=coordinator, reason=reason)
+
+    return (enquiry, reject, reviewer), (op, cancel, coordinator)
+
+
+def test_intake_and_the_ledger_refuse_a_missing_reason_the_same_way(make_user):
+    from intake.workflow import REASON_REQUIRED
+    from ledger.services import ActionRefused as LedgerActionRefused
+
+    assert LedgerActionRefused is services.ActionRefused  # one refusal
+    sides = _an_action_on_each_side(make_user)
+    before = JournalEntry.objects.count()
+    for subject, act, _ in sides:
+        with pytest.raises(services.ActionRefused) as refused:
+            act(" \u200b ")  # no visible text
+        assert str(refused.value) == str(REASON_REQUIRED)
+        state = subject.state
+        subject.refresh_from_db()
+        assert subject.state == state
+    assert JournalEntry.objects.count() == before
+
+
+def test_intake_and_the_ledger_journal_a_persons_action_the_same_way(make_user):
+    """One row for the transition, written by its signal (ledger.journal), as the person, with
+    their reason (kept apart, where the purge can erase it)."""
+    for subject, act, person in _an_action_on_each_side(make_user):
+        before = JournalEntry.objects.order_by("-pk").values_list("pk", flat=True).first()
+        act("the customer withdrew")
+        rows = JournalEntry.objects.filter(pk__gt=before, subject_id=str(subject.pk))
+        (row,) = rows.exclude(action__endswith="_changed")
+        assert (row.actor, row.actor_user, row.reason) == (
+            f"user:{person.get_username()}",
+            person,
+            "the customer withdrew",
+        )
+        assert row.action.endswith(".reject") or row.action.endswith(".cancel")

@@ -461,3 +461,29 @@ def test_edit_errors_name_the_field_and_keep_every_field(story, client_for):
     assert re.search(r">\s*phone added</textarea>", html)
     enquiry.refresh_from_db()
     assert enquiry.current_revision == 1
+
+
+def test_every_runbook_an_action_names_exists():
+    from django.conf import settings
+
+    from recovery.explain import RUNBOOKS
+    from recovery.operator_actions import ACTIONS
+
+    named = {a.runbook for a in ACTIONS.values() if a.runbook}
+    assert named  # the registry names some
+    for slug in named:
+        assert (settings.BASE_DIR / "docs" / "runbooks" / f"{slug}.md").exists(), slug
+        assert slug in RUNBOOKS, slug  # so the console serves it, with its title
+
+
+def test_a_runbook_page_names_the_actions_the_registry_gives_it(client_for):
+    """The console's runbook page reads the registry: the actions whose row names it. (The
+    item page names one runbook, the situation's: recovery.explain.runbook_for_operation.)"""
+    from recovery.operator_actions import ACTIONS
+
+    for slug in {a.runbook for a in ACTIONS.values() if a.runbook}:
+        page = unescape(
+            client_for("coordinator").get(reverse("recovery:runbook", args=[slug])).content.decode()
+        )
+        labels = [a.label for a in ACTIONS.values() if a.runbook == slug]
+        assert f"The console's actions it covers: {', '.join(labels)}." in page, slug

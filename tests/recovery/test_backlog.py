@@ -102,3 +102,30 @@ def test_a_write_released_since_the_summary_is_refused_not_resent(held, client_f
     )
     assert any("no longer held" in m for m in messages_of(response))
     assert held_ids() == {op.pk for op in held[1:]}
+
+
+def test_releasing_a_backlog_is_the_registrys_action(held, client_for, people):
+    """Who may release is the registry's row (recovery/operator_actions.py ``release``), read by
+    the page and by the service alike; a person who may not is told the row's label."""
+    from html import unescape
+
+    from django.core.exceptions import PermissionDenied
+
+    from recovery.operator_actions import RELEASE
+
+    for role, person in people.items():
+        if RELEASE.may(person):
+            continue
+        page = client_for(role).post(
+            reverse("recovery:release", args=["crm"]),
+            {"reason": "go", "operations": [str(held[0].pk)], "confirmed": "1"},
+        )
+        assert page.status_code == 403
+        assert f"You may not {RELEASE.label.lower()}" in unescape(page.content.decode())
+        with pytest.raises(PermissionDenied):
+            services.release_backlog("crm", actor=person, reason="go")
+        assert held_ids() == {op.pk for op in held}
+    allowed = [person for person in people.values() if RELEASE.may(person)]
+    assert allowed
+    assert services.release_backlog("crm", actor=allowed[0], reason="go")
+    assert not held_ids()

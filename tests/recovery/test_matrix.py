@@ -223,8 +223,8 @@ def test_every_operator_action_has_its_route_in_the_matrix():
 
     assert ACTIONS
     for action in ACTIONS.values():
-        prefix = "op" if action.subject == "operation" else "enquiry"
-        assert f"{prefix}-{action.segment}" in MATRIX, action.name
+        route = {"operation": "op-", "enquiry": "enquiry-", "integration": ""}[action.subject]
+        assert f"{route}{action.segment}" in MATRIX, action.name
 
 
 def test_the_enquiry_actions_refuse_exactly_the_roles_the_registry_leaves_out(people):

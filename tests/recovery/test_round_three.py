@@ -251,7 +251,7 @@ def test_3_a_refusal_names_who_may_never_a_permission_code(story, client_for):
         reverse("recovery:bulk"), {"action": "retry", "reason": "try", "item": f"operation:{op.pk}"}
     )
     words = text(coordinator.get(response["Location"]))
-    assert "Only an admin or a holder of the recovery permission may do this" in words
+    assert "only an admin or a holder of the recovery permission may" in words
     assert "ledger.recover_operation" not in words and "user:" not in words
     page = coordinator.get(item_url(op))
     assert "recover_operation" not in text(page)

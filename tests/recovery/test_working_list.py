@@ -1,13 +1,18 @@
 """Issue 19, "what makes the queue a working list": take it, groups, bulk actions, sorts and
 quick views, through the views (the browser walks are in test_browser.py)."""
 
+import re
 from datetime import timedelta
+from html import unescape
 
+import pytest
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from ledger.models import JournalEntry, Operation, OperationState
 from recovery.models import ResponsePolicy
+from recovery.operator_actions import OPERATION_ACTIONS
 
 
 def _failed_the_same_way(story, n, *, status=503, attention="retry_budget_exhausted", hours=4):
@@ -125,7 +130,10 @@ def test_bulk_reconcile_one_reason_each_item_checked_and_a_summary(story, client
     assert summary.status_code == 200
     html = summary.content.decode()
     assert "Reconcile now: 3 done, 1 refused" in html
-    assert html.count("Done</span>") == 3 and "reconcile is not possible for a failed" in html
+    assert (
+        html.count("Done</span>") == 3
+        and "Reconcile now” is not possible now: this operation is failed" in html
+    )
     for op in unknown:
         assert _journal(op, "recovery.operation.reconcile_requested").get().reason == reason
     assert not _journal(failed, "recovery.operation.reconcile_requested").exists()
@@ -146,7 +154,8 @@ def test_bulk_retry_is_refused_item_by_item_without_the_permission(story, client
     )
 
     html = client.get(response["Location"]).content.decode()
-    assert "Retry: 0 done, 3 refused" in html and "Only an admin" in html
+    assert "Retry: 0 done, 3 refused" in html
+    assert "You may not retry: only an admin or a holder of the recovery permission may" in html
     assert set(
         Operation.objects.filter(pk__in=[o.pk for o in ops]).values_list("state", flat=True)
     ) == {OperationState.FAILED}
@@ -324,3 +333,74 @@ def test_no_assign_to_me_on_what_is_mine_through_its_queue(story, client_for, pe
     other = client_for("admin")
     assert f'action="{take}"' in other.get(reverse("recovery:queue")).content.decode()
     assert f'action="{take}"' in other.get(item).content.decode()
+
+
+def _rows_since(pk):
+    """The journal rows after ``pk``, without what differs by request (its id and time)."""
+    fields = ("subject_type", "subject_id", "action", "from_state", "to_state", "actor")
+    rows = JournalEntry.objects.filter(pk__gt=pk).order_by("pk")
+    return list(rows.values_list(*fields, "actor_user", "kept_reason", "evidence"))
+
+
+def _last_pk():
+    return JournalEntry.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+@pytest.mark.parametrize(
+    "action,state,extra",
+    [("reconcile", "unknown", {}), ("cancel", "failed", {}), ("reassign", "unknown", {"owner": 1})],
+)
+def test_a_bulk_action_and_the_single_action_journal_the_same_rows(
+    story, client_for, people, action, state, extra
+):
+    """The same item, acted on from its page and then (the first undone) in bulk: the same
+    journal rows, as the same person with the same reason (recovery.views.actions.act)."""
+    op = story.operation(state, attention="lookup_failed" if state == "unknown" else "")
+    client = client_for("admin")
+    data = {"reason": "the same reason"}
+    if "owner" in extra:
+        data["owner"] = people["reviewer"].pk
+    segment = OPERATION_ACTIONS[action].segment
+
+    point = transaction.savepoint()
+    before = _last_pk()
+    assert client.post(reverse(f"recovery:op-{segment}", args=[op.pk]), data).status_code == 302
+    single = _rows_since(before)
+    transaction.savepoint_rollback(point)
+
+    before = _last_pk()
+    response = client.post(
+        reverse("recovery:bulk"), {"action": action, "item": f"operation:{op.pk}", **data}
+    )
+    assert "1 done, 0 refused" in client.get(response["Location"]).content.decode()
+    assert single and _rows_since(before) == single
+
+
+@pytest.mark.parametrize(
+    "action,state,role",
+    [
+        ("retry", "failed", "coordinator"),
+        ("reconcile", "failed", "coordinator"),
+        ("reassign", "unknown", "reviewer"),
+    ],
+)
+def test_a_bulk_action_refuses_in_the_single_actions_words(story, client_for, action, state, role):
+    """A person who may not (or an item whose state does not allow it): the bulk summary says
+    what the item's page says, and nothing is journalled either way."""
+    op = story.operation(state, attention="lookup_failed" if state == "unknown" else "")
+    client = client_for(role)
+    before = _last_pk()
+    segment = OPERATION_ACTIONS[action].segment
+    page = client.post(reverse(f"recovery:op-{segment}", args=[op.pk]), {"reason": "why not"})
+    assert page.status_code in (403, 409)
+    said = unescape(page.content.decode())
+    response = client.post(
+        reverse("recovery:bulk"),
+        {"action": action, "reason": "why not", "item": f"operation:{op.pk}"},
+    )
+    summary = unescape(client.get(response["Location"]).content.decode())
+    assert "0 done, 1 refused" in summary
+    outcome = re.search(r'Refused</span>: <span class="reason">(.*?)</span>', summary, re.S)
+    refusal = outcome.group(1) if outcome else ""
+    assert refusal and refusal in said
+    assert _last_pk() == before

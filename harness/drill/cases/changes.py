@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 
-from harness.drill.cases.steps import S, create_calls_since, deliver_to_crm, ready_for_review
+from harness.drill.cases.steps import create_calls_since, deliver_to_crm, ready_for_review
 from harness.drill.results import CaseResult
 from harness.drill.runner import ACTOR, Drill
+from intake.models import EnquiryState
 from intake.services import revise_enquiry
 from ledger.models import OperationState
 from ledger.queueing import live_tasks
@@ -40,7 +41,7 @@ def changed_after_approval(d: Drill, case: CaseResult):
     case.check(
         first.state == OperationState.CANCELLED, "the approved r1 write cancelled", first.state
     )
-    case.check(enquiry.state == S.READY_FOR_REVIEW, "back to review", enquiry.state)
+    case.check(enquiry.state == EnquiryState.READY_FOR_REVIEW, "back to review", enquiry.state)
     case.check(enquiry.approved_revision is None, "the approval did not carry over")
     case.check(
         second is not None and second.state == OperationState.PROPOSED, "r2 waits for a reviewer"

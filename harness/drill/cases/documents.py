@@ -5,12 +5,12 @@ what the server holds (its folder, and the reads that reached it)."""
 
 from __future__ import annotations
 
-from harness.drill.cases.steps import CLEANUP, S
+from harness.drill.cases.steps import CLEANUP
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
 from harness.webdav.documents import form_pdf
 from intake.documents import correct_document_field
-from intake.models import Document
+from intake.models import Document, EnquiryState
 from intake.services import reject_enquiry
 from ledger.models import Action, Operation, OperationState
 from ledger.services import cancel_operation, reprocess_document
@@ -27,7 +27,7 @@ def _attach(d: Drill, case: CaseResult, name: str, fields: dict, *, change_to=No
     if change_to is not None:
         d.documents.put(name, form_pdf(change_to))
     enquiry = d.send(case, documents=[{"id": name, "version": version}])
-    d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
+    d.wait_enquiry(enquiry, EnquiryState.READY_FOR_REVIEW)
     d.wait(
         lambda: (
             not Operation.objects.filter(enquiry=enquiry, action=Action.EXTRACT_DOCUMENT)
@@ -54,7 +54,7 @@ def _clean_up(d: Drill, enquiry, *ops):
         if op.state == OperationState.FAILED:
             cancel_operation(op.pk, actor=ACTOR, reason=CLEANUP)
     enquiry.refresh_from_db()
-    if enquiry.state == S.READY_FOR_REVIEW:
+    if enquiry.state == EnquiryState.READY_FOR_REVIEW:
         reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
 
 

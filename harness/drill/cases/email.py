@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 
-from harness.drill.cases.steps import CLEANUP, S
+from harness.drill.cases.steps import CLEANUP
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
 from harness.mailserver import MailServer
+from intake.models import EnquiryState
 from intake.services import reject_enquiry
 from ledger import notices
 from ledger.kinds import SMTP
@@ -38,7 +39,7 @@ def mail_relay(d: Drill):
 
 def _acknowledgement(d: Drill, case: CaseResult):
     enquiry = d.send(case)
-    d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
+    d.wait_enquiry(enquiry, EnquiryState.READY_FOR_REVIEW)
     notify = d.operation(enquiry, Action.SEND_NOTICE)
     if notify is None:
         raise CaseFailed("no acknowledgement was proposed")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from harness.drill.cases.steps import (
     CLEANUP,
-    S,
     create_calls_since,
     deliver_to_crm,
     ready_for_review,
 )
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
+from intake.models import EnquiryState
 from ledger.models import Action, Operation, OperationState
 from ledger.services import cancel_operation, complete_by_hand, retry_operation
 
@@ -35,7 +35,9 @@ def destination_unavailable(d: Drill, case: CaseResult):
     )
     case.check(d.stored_event(case.input_reference) is not None, "intake kept")
     case.check(
-        enquiry.state == S.APPROVED, "enquiry recoverable (approved, not lost)", enquiry.state
+        enquiry.state == EnquiryState.APPROVED,
+        "enquiry recoverable (approved, not lost)",
+        enquiry.state,
     )
     case.check(calls == budget, f"bounded retries ({budget} calls)", calls)
     case.check(op.attention == "retry_budget_exhausted", "marked retry budget exhausted")
@@ -52,7 +54,7 @@ def timeout_after_commit(d: Drill, case: CaseResult):
     op = d.wait_operation(
         op, lambda o: o.state == OperationState.CONFIRMED, "reconciled to confirmed"
     )
-    enquiry = d.wait_enquiry(enquiry, S.CONFIRMED)
+    enquiry = d.wait_enquiry(enquiry, EnquiryState.CONFIRMED)
     outcomes = list(op.attempts.order_by("number").values_list("kind", "outcome"))
     went_unknown = op.enquiry.journal.filter(
         subject_id=str(op.pk), to_state=OperationState.UNKNOWN
@@ -93,7 +95,7 @@ def worker_killed(d: Drill, case: CaseResult):
         lambda o: o.state == OperationState.CONFIRMED,
         f"reconciled on restart\n{restarted.log(1500)}",
     )
-    enquiry = d.wait_enquiry(enquiry, S.CONFIRMED)
+    enquiry = d.wait_enquiry(enquiry, EnquiryState.CONFIRMED)
     outcomes = list(op.attempts.order_by("number").values_list("outcome", flat=True))
     calls = create_calls_since(d, before)
     count = d.records(case, enquiry)
@@ -129,7 +131,11 @@ def lookup_unavailable(d: Drill, case: CaseResult):
     case.check(op.attention == "lookup_unavailable", "reconciliation queue (lookup unavailable)")
     case.check(queue == "unknown", "visible in the queue", queue)
     case.check(calls == 1, "not retried", calls)
-    case.check(enquiry.state == S.SUBMISSION_UNKNOWN, "enquiry submission unknown", enquiry.state)
+    case.check(
+        enquiry.state == EnquiryState.SUBMISSION_UNKNOWN,
+        "enquiry submission unknown",
+        enquiry.state,
+    )
     case.check(count == 1, "one destination record (the timed-out write)", count)
     # A person checks the CRM by hand and completes it with the record's ID.
     d.destination.capabilities(lookup=True)
@@ -141,7 +147,7 @@ def lookup_unavailable(d: Drill, case: CaseResult):
 def notification_fails(d: Drill, case: CaseResult):
     d.destination.fault(Action.SEND_NOTICE, "error_503", count=10)
     enquiry = d.send(case)
-    d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
+    d.wait_enquiry(enquiry, EnquiryState.READY_FOR_REVIEW)
     notify = d.operation(enquiry, Action.SEND_NOTICE)
     if notify is None:
         raise CaseFailed("no acknowledgement was proposed")

@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from harness.drill.cases.steps import CLEANUP, S, deliver_to_crm, ready_for_review
+from harness.drill.cases.steps import CLEANUP, deliver_to_crm, ready_for_review
 from harness.drill.results import CaseResult
 from harness.drill.runner import Drill
-from intake.models import Enquiry, IntakeEvent, Suggestion
+from intake.models import Enquiry, EnquiryState, IntakeEvent, Suggestion
 from intake.services import reject_enquiry
 
 CONCURRENT_COPIES = 50
@@ -75,11 +75,11 @@ def duplicate_deliveries(d: Drill, case: CaseResult):
     case.enquiry_reference = ", ".join(e.reference for e in enquiries)
 
     for enquiry in enquiries:
-        d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
+        d.wait_enquiry(enquiry, EnquiryState.READY_FOR_REVIEW)
         d.settle(enquiry)
         d.approve(enquiry)
     for enquiry in enquiries:
-        d.wait_enquiry(enquiry, S.CONFIRMED)
+        d.wait_enquiry(enquiry, EnquiryState.CONFIRMED)
     # Delivered again after the write: the stored answer, and still no second record.
     again = d.post(case.input_reference, body)
     d.settle(enquiries[0])

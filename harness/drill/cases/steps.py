@@ -8,14 +8,13 @@ from harness.drill.runner import Drill
 from intake.models import Enquiry, EnquiryState
 from ledger.models import Operation, OperationState
 
-S = EnquiryState
 CLEANUP = "drill: case finished, resolving the drill's own item"
 
 
 def ready_for_review(d: Drill, case: CaseResult, **fields) -> Enquiry:
     """Send the case's event and wait for receipt work (suggestion, acknowledgement) to finish."""
     enquiry = d.send(case, **fields)
-    d.wait_enquiry(enquiry, S.READY_FOR_REVIEW)
+    d.wait_enquiry(enquiry, EnquiryState.READY_FOR_REVIEW)
     d.settle(enquiry)
     return enquiry
 
@@ -25,7 +24,7 @@ def deliver_to_crm(d: Drill, case: CaseResult, enquiry, actor=None) -> Operation
     op = d.wait_operation(
         op, lambda o: o.state == OperationState.CONFIRMED, "the CRM write to be confirmed"
     )
-    d.wait_enquiry(enquiry, S.CONFIRMED)
+    d.wait_enquiry(enquiry, EnquiryState.CONFIRMED)
     return op
 
 
