@@ -139,7 +139,7 @@ def bottlecrm_reference():
 # asks for one, directly or through another fixture, is marked ``slow`` at collection.
 PROCESS_FIXTURES = frozenset(
     {
-        "sandbox_process",  # the sandbox (sandbox/testing.py), tests/ledger, harness, sandbox
+        "sandbox_process",  # the sandbox (harness/sandbox_process.py)
         "proxy_process",  # harness.faultproxy in front of a sandbox or BottleCRM
         "calendar_proxy_process",
         "mail_server",  # harness.mailserver, the SMTP relay

@@ -33,6 +33,9 @@ from tests.ledger.conftest import (  # noqa: F401
 )
 from tests.ledger.factories import make_operation
 
+# Chromium, and a page that fails on any CSP violation: tests/recovery/browser.py.
+from tests.recovery.browser import chromium, page  # noqa: F401
+
 SYSTEM = "system:tests"
 
 

@@ -9,110 +9,19 @@ docs/screenshots/ (linked from the README).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
-from django.conf import settings
-
 from intake.models import EnquiryState
 from ledger.models import Operation, OperationState
 from tests.ledger.conftest import crm_records
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-]
-
-
-@pytest.fixture(autouse=True)
-def _roles(transactional_db, roles):
-    """Every browser test logs in as a role (remade after the previous test's flush)."""
-
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# `make screenshots` refreshes the committed pictures; an ordinary run writes beside them in
-# test-artifacts/ (git-ignored), so running the suite never leaves the tree changed.
-SCREENSHOTS = Path(
-    os.environ.get("SCREENSHOTS_DIR") or Path(settings.BASE_DIR) / "test-artifacts" / "screenshots"
+from tests.recovery.browser import (
+    BROWSER,
+    HOSTILE,
+    LONG_URL,
+    SCREENSHOTS,
+    login,
+    page_width,
 )
-PASSWORD = "pw-for-tests-only"  # tests/conftest.py make_user
-WAIT_MS = 15_000
 
-
-@pytest.fixture(scope="module")
-def chromium():
-    if not Path(CHROMIUM).exists():
-        message = (
-            f"Chromium is not installed at {CHROMIUM}: the browser tests need Debian's package "
-            "(apt-get install chromium)."
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message + " CI=true: this is a failure, not a skip.")
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop in this thread for as long as the browser
-    # lives; the ORM calls made between browser steps (and the test database's flush after each
-    # test) are still plain synchronous code, which Django would otherwise refuse.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-CSP_LISTENER = """
-document.addEventListener("securitypolicyviolation", (e) => {
-  console.error(`Content Security Policy violation: ${e.violatedDirective} ${e.blockedURI}`
-    + ` at ${e.sourceFile}:${e.lineNumber} sample=${e.sample}`);
-});
-"""
-
-
-@pytest.fixture
-def page(chromium, live_server):
-    """A page in a fresh context. Every console message is kept: a Content-Security-Policy
-    violation (an inline script or style, something from elsewhere) fails the test."""
-    context = chromium.new_context(viewport={"width": 1440, "height": 900}, locale="en-GB")
-    context.set_default_timeout(WAIT_MS)
-    # Chromium logs most violations to the console, but not all that a swap makes (an element
-    # htmx inserts, an attribute it sets): the page's own violation event catches every one,
-    # on load and while a card polls.
-    context.add_init_script(CSP_LISTENER)
-    page = context.new_page()
-    page.base = live_server.url
-    page.console_messages = []
-    page.on("console", lambda message: page.console_messages.append(message.text))
-    yield page
-    context.close()
-    violations = [m for m in page.console_messages if "Content Security Policy" in m]
-    assert not violations, "CSP violations:\n" + "\n".join(violations)
-
-
-def login(page, username, password=PASSWORD):
-    page.goto(page.base + "/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("form [type=submit]")
-    page.wait_for_url(page.base + "/console/")
+pytestmark = BROWSER
 
 
 def op_state(op):
@@ -185,15 +94,6 @@ def test_reviewer_approves_and_the_crm_record_appears(
     assert crm_records(sandbox, enquiry.reference) == 1
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.CONFIRMED
-
-
-# No character a browser may break a line at: one word about 9,000 px long.
-LONG_URL = "https://crm.example.org/enquiries/" + "TEST001x" * 150
-HOSTILE = '<script>alert("x")</script> “quoted” ' + "Ä" * 40
-
-
-def page_width(page) -> int:
-    return page.evaluate("document.documentElement.scrollWidth")
 
 
 def test_a_long_unbroken_reason_does_not_widen_the_item_page(page, story, make_user):

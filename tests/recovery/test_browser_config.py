@@ -1,7 +1,7 @@
 """The console's configuration pages in a real headless Chromium at 1440x900: the backlog
 review (nothing ticked, "select all" from static/js/select-all.js, a summary before release),
 an integration's settings with hostile input, the enquiry search, and the notes for what an
-address did not say. Screenshots go where test_browser.py puts its own (SCREENSHOTS)."""
+address did not say. Screenshots go where tests/recovery/browser.py says (SCREENSHOTS)."""
 
 from __future__ import annotations
 
@@ -9,26 +9,16 @@ import pytest
 
 from ledger import services
 from ledger.models import Integration, JournalEntry, Operation
-from tests.recovery.test_browser import (  # noqa: F401 (fixtures)
-    PASSWORD,
-    SCREENSHOTS,
-    WAIT_MS,
-    _roles,
-    chromium,
-)
+from tests.recovery.browser import BROWSER, PASSWORD, SCREENSHOTS, WAIT_MS
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = BROWSER
 
 LONG = "https://example.org/" + "a-very-long-unbroken-reason-" * 12
 HOSTILE = '<script>alert("x")</script> “quotes” & ampersands ' + "Ω" * 20
 
 
 @pytest.fixture
-def wide(chromium, live_server):  # noqa: F811
+def wide(chromium, live_server):
     context = chromium.new_context(viewport={"width": 1440, "height": 900}, locale="en-GB")
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()

@@ -3,26 +3,17 @@ fit the page, and a reviewer corrects a field with the form."""
 
 from __future__ import annotations
 
-import pytest
-
 from intake.models import Document
 from ledger.models import Integration
-from tests.recovery.test_browser import (  # noqa: F401  (fixtures)
-    SCREENSHOTS,
-    _roles,
-    chromium,
-    login,
-    page,
-    page_width,
-)
+from tests.recovery.browser import BROWSER, SCREENSHOTS, login, page_width
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = BROWSER
 
 LONG = "Flat 4, " + "Larkspur-Row-Extension-" * 25
 HOSTILE = '<img src=x onerror=alert(1)> "quoted" & ampersand'
 
 
-def test_a_reviewer_sees_the_fields_read_and_corrects_one(page, story, make_user):  # noqa: F811
+def test_a_reviewer_sees_the_fields_read_and_corrects_one(page, story, make_user):
     Integration.objects.filter(name="documents").update(
         kind="webdav", base_url="https://dav.example.org/remote.php/dav/files/handover/enquiries"
     )

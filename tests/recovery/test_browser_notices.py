@@ -4,19 +4,14 @@ page of a message to an operator that failed (no enquiry)."""
 
 from __future__ import annotations
 
-import pytest
 from django.db import transaction
 
 from ledger.models import Integration, Operation, OperationState
 from recovery.models import OperatorNotice
-from tests.recovery.test_browser import _roles, chromium  # noqa: F401 (fixtures)
+from tests.recovery.browser import BROWSER
 from tests.recovery.test_browser_config import HOSTILE, LONG, login, shot, wide  # noqa: F401
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = BROWSER
 
 
 def test_messages_page(wide, people):  # noqa: F811

@@ -8,19 +8,12 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tests.recovery.test_browser import (  # noqa: F401  (fixtures)
-    SCREENSHOTS,
-    chromium,
-    login,
-    page,
-)
+from tests.recovery.browser import BROWSER, SCREENSHOTS, login
 
-pytestmark = [
-    *__import__("tests.recovery.test_browser", fromlist=["pytestmark"]).pytestmark,
-]
+pytestmark = BROWSER
 
 
-def test_a_phone_width_window_never_scrolls_sideways(page, story, make_user):  # noqa: F811
+def test_a_phone_width_window_never_scrolls_sideways(page, story, make_user):
     from ledger import services
     from ledger.models import Attempt
 

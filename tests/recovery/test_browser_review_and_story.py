@@ -8,23 +8,12 @@ from django.db import transaction
 
 from intake.models import Enquiry
 from ledger.models import Operation
-from tests.recovery.test_browser import (  # noqa: F401  (fixtures)
-    HOSTILE,
-    LONG_URL,
-    SCREENSHOTS,
-    _roles,
-    chromium,
-    login,
-    page,
-    page_width,
-)
+from tests.recovery.browser import BROWSER, HOSTILE, LONG_URL, SCREENSHOTS, login, page_width
 
-pytestmark = [
-    *__import__("tests.recovery.test_browser", fromlist=["pytestmark"]).pytestmark,
-]
+pytestmark = BROWSER
 
 
-def test_a_card_that_turns_final_updates_the_header_and_what_happened(page, story, make_user):  # noqa: F811
+def test_a_card_that_turns_final_updates_the_header_and_what_happened(page, story, make_user):
     # Issue 27, defect 8: the card turned Confirmed, the header badge and "What happened" kept
     # the old state; polling logged CSP violations (the page fixture fails on any).
     coordinator = make_user("coordinator", username="casey")
@@ -51,7 +40,7 @@ def test_a_card_that_turns_final_updates_the_header_and_what_happened(page, stor
     assert page.locator(f"#op-{op.pk}").get_attribute("hx-trigger") is None
 
 
-def test_a_refused_approve_is_shown_where_the_reviewer_acted(page, story, make_user):  # noqa: F811
+def test_a_refused_approve_is_shown_where_the_reviewer_acted(page, story, make_user):
     # Issue 27, defect 5: the refusal sat at y≈1090 of a 900-px window, under "Enquiries".
     from intake import services as intake_services
 
@@ -77,7 +66,7 @@ def test_a_refused_approve_is_shown_where_the_reviewer_acted(page, story, make_u
     page.screenshot(path=str(SCREENSHOTS / "review-refused.png"))
 
 
-def test_the_story_at_desktop_and_phone_width(page, story, make_user):  # noqa: F811
+def test_the_story_at_desktop_and_phone_width(page, story, make_user):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -121,7 +110,7 @@ def test_the_story_at_desktop_and_phone_width(page, story, make_user):  # noqa: 
 
 
 def test_references_do_not_wrap_and_the_settings_form_uses_the_width(
-    page,  # noqa: F811
+    page,
     story,
     make_user,
     integrations_rows,

@@ -1,7 +1,7 @@
 """Issue 27 in a real Chromium at 1440x900, on the demo's own stories: the duplicate-records
 item names its records and offers no Cancel; a coordinator who may not retry TEST-001's write
 is offered the hand-over, open and pre-filled, and one click makes it the admin's everywhere.
-Screenshots go where tests/recovery/test_browser.py puts its own (SCREENSHOTS_DIR)."""
+Screenshots go where tests/recovery/browser.py says (SCREENSHOTS_DIR)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,14 @@ import pytest
 from django.core.management import call_command
 
 from ledger.models import Operation
-from tests.recovery.test_browser import (  # noqa: F401
-    SCREENSHOTS,
-    _roles,
-    chromium,
-    login,
-    page,
-    page_width,
-)
+from tests.recovery.browser import BROWSER, SCREENSHOTS, login, page_width
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = BROWSER
 PASSWORD = "demo-pass-for-round-three"
 
 
 @pytest.fixture
-def demo_coordinator(page, monkeypatch):  # noqa: F811
+def demo_coordinator(page, monkeypatch):
     monkeypatch.setenv("DEMO_PASSWORD", PASSWORD)
     call_command("seed_demo", stdout=StringIO())
     login(page, "coordinator", PASSWORD)

@@ -4,19 +4,14 @@ other browser tests' (SCREENSHOTS)."""
 
 from __future__ import annotations
 
-import pytest
 from django.contrib.auth import get_user_model
 
 from intake.models import Category
 from recovery import setup
-from tests.recovery.test_browser import PASSWORD, _roles, chromium  # noqa: F401 (fixtures)
+from tests.recovery.browser import BROWSER, PASSWORD
 from tests.recovery.test_browser_config import HOSTILE, LONG, shot, wide  # noqa: F401
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = BROWSER
 
 
 def test_a_fresh_install_banner_then_the_setup_pages(wide):  # noqa: F811

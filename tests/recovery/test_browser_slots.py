@@ -1,7 +1,7 @@
 """The review page's appointment slots in a real headless Chromium at 1440x900: a page that
 has never read the calendar asks a worker for a read and shows the slots when they arrive (a
 real Radicale, a real cluster, htmx polling); fresh, stale and unreadable reads as people see
-them. Screenshots go where test_browser.py puts its own (SCREENSHOTS)."""
+them. Screenshots go where tests/recovery/browser.py says (SCREENSHOTS)."""
 
 from __future__ import annotations
 
@@ -20,19 +20,9 @@ from tests.ledger.conftest import (  # noqa: F401 (fixtures)
     radicale_process,
 )
 from tests.ledger.factories import make_operation
-from tests.recovery.test_browser import (  # noqa: F401 (fixtures)
-    SCREENSHOTS,
-    _roles,
-    chromium,
-    login,
-    page,
-)
+from tests.recovery.browser import BROWSER, SCREENSHOTS, login
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = BROWSER
 
 HOSTILE = '<script>alert("x")</script> “quoted” ' + "Ä" * 40 + " " + "x" * 300
 
@@ -76,14 +66,14 @@ def read(enquiry, state, *, age=0, number=1, version=None):
     return Operation.objects.get(pk=op.pk)
 
 
-def shot(page, name):  # noqa: F811
+def shot(page, name):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#slots").scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / name))
 
 
 def test_never_read_asks_a_worker_and_shows_the_slots_when_they_arrive(
-    page,  # noqa: F811
+    page,
     make_user,
     visit,
     radicale,  # noqa: F811
@@ -119,7 +109,7 @@ def test_never_read_asks_a_worker_and_shows_the_slots_when_they_arrive(
     shot(page, "review-slots-fresh.png")
 
 
-def test_stale_unreadable_and_held_as_people_see_them(page, make_user, visit):  # noqa: F811
+def test_stale_unreadable_and_held_as_people_see_them(page, make_user, visit):
     from ledger.integrations import ensure_integrations
 
     ensure_integrations()
