@@ -216,6 +216,6 @@ OWNER_FALLS_TO_ADMINS = _(
 )
 OWNER_GIVEN_UNRECORDED = _("assigned; no journal entry says by whom")
 # earlier: who had it; at: when it was escalated.
-OWNER_ESCALATED = _("escalated from %(earlier)s at %(at)s, overdue (by the escalation job)")
+OWNER_ESCALATED = _("escalated from %(earlier)s at %(at)s by the escalation job, as it was overdue")
 # who: a username or system:<worker>; at: when; reason: the reason given.
 OWNER_ASSIGNED = _("assigned by %(who)s at %(at)s: “%(reason)s”")

@@ -438,6 +438,10 @@ def test_escalated_item_one_owner_everywhere_and_still_mine(story, people, clien
     assert why in unescape(card(page, op))
     owner_cell = re.search(r"<dt>Owner</dt><dd>(.*?)</dd>", page.content.decode(), re.S)[1]
     assert "the-admin" in owner_cell and why in unescape(owner_cell)
+    # Who did it and why, read as one aside: no bracket inside the owner's bracket.
+    said = re.sub(r"<[^>]+>", "", unescape(owner_cell))
+    assert "by the escalation job, as it was overdue" in said
+    assert not re.search(r"\([^()]*\(", said), said
 
     mine = coordinator.get(reverse("recovery:queue") + "?mine=1")
     assert f'data-key="{op.pk}"' in mine.content.decode()
