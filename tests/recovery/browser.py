@@ -116,3 +116,31 @@ HOSTILE = '<script>alert("x")</script> “quoted” ' + "Ä" * 40
 
 def page_width(page) -> int:
     return page.evaluate("document.documentElement.scrollWidth")
+
+
+def unknown_after_a_lookup_503(story, owner, reason):
+    """A CRM write in *unknown*: its call timed out, its look-up was answered 503; ``owner``
+    has taken it with ``reason``. The item page's story then has every kind of line."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger import services
+    from ledger.models import Attempt
+
+    op = story.operation("unknown", attention="lookup_failed")
+    now = timezone.now()
+    for number, (kind, outcome, status) in enumerate(
+        [("call", "uncertain", None), ("lookup", "lookup_failed", 503)], start=1
+    ):
+        Attempt.objects.create(
+            operation=op,
+            number=number,
+            kind=kind,
+            worker="w",
+            outcome=outcome,
+            response_status=status,
+            started_at=now + timedelta(milliseconds=number),
+        )
+    services.reassign_operation(op.pk, actor=owner, reason=reason, owner=owner)
+    return op

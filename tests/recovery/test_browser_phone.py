@@ -4,35 +4,14 @@ window. The top bar wraps; a wide table scrolls inside its own box."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.utils import timezone
-
-from tests.recovery.browser import BROWSER, SCREENSHOTS, login
+from tests.recovery.browser import BROWSER, SCREENSHOTS, login, unknown_after_a_lookup_503
 
 pytestmark = BROWSER
 
 
 def test_a_phone_width_window_never_scrolls_sideways(page, story, make_user):
-    from ledger import services
-    from ledger.models import Attempt
-
     coordinator = make_user("coordinator", username="casey")
-    op = story.operation("unknown", attention="lookup_failed")
-    now = timezone.now()
-    for number, (kind, outcome, status) in enumerate(
-        [("call", "uncertain", None), ("lookup", "lookup_failed", 503)], start=1
-    ):
-        Attempt.objects.create(
-            operation=op,
-            number=number,
-            kind=kind,
-            worker="w",
-            outcome=outcome,
-            response_status=status,
-            started_at=now + timedelta(milliseconds=number),
-        )
-    services.reassign_operation(op.pk, actor=coordinator, reason="taking it", owner=coordinator)
+    op = unknown_after_a_lookup_503(story, coordinator, "taking it")
     page.set_viewport_size({"width": 390, "height": 844})
     login(page, coordinator.username)
     item = f"/console/enquiries/{op.enquiry.reference}/"

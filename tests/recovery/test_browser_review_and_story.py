@@ -8,7 +8,15 @@ from django.db import transaction
 
 from intake.models import Enquiry
 from ledger.models import Operation
-from tests.recovery.browser import BROWSER, HOSTILE, LONG_URL, SCREENSHOTS, login, page_width
+from tests.recovery.browser import (
+    BROWSER,
+    HOSTILE,
+    LONG_URL,
+    SCREENSHOTS,
+    login,
+    page_width,
+    unknown_after_a_lookup_503,
+)
 
 pytestmark = BROWSER
 
@@ -67,31 +75,8 @@ def test_a_refused_approve_is_shown_where_the_reviewer_acted(page, story, make_u
 
 
 def test_the_story_at_desktop_and_phone_width(page, story, make_user):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from ledger import services
-    from ledger.models import Attempt
-
     coordinator = make_user("coordinator", username="casey-" + "x" * 40)
-    op = story.operation("unknown", attention="lookup_failed")
-    now = timezone.now()
-    for number, (kind, outcome, status) in enumerate(
-        [("call", "uncertain", None), ("lookup", "lookup_failed", 503)], start=1
-    ):
-        Attempt.objects.create(
-            operation=op,
-            number=number,
-            kind=kind,
-            worker="w",
-            outcome=outcome,
-            response_status=status,
-            started_at=now + timedelta(milliseconds=number),
-        )
-    services.reassign_operation(
-        op.pk, actor=coordinator, reason=f"{HOSTILE} {LONG_URL}", owner=coordinator
-    )
+    op = unknown_after_a_lookup_503(story, coordinator, f"{HOSTILE} {LONG_URL}")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     login(page, coordinator.username)
     page.goto(page.base + f"/console/enquiries/{op.enquiry.reference}/")
