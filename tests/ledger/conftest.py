@@ -112,6 +112,12 @@ def make_enquiry(db):
 @pytest.fixture
 def approved_enquiry(make_enquiry, reviewer, integrations):
     """approved_enquiry() -> (enquiry, CRM operation): approved, its task queued."""
+    return approver(make_enquiry, reviewer)
+
+
+def approver(make_enquiry, reviewer):
+    """make(**fields) -> (enquiry, CRM operation): an enquiry approved by ``reviewer``, its task
+    queued, against whatever CRM row the calling fixture set up."""
     from ledger.services import approve_revision
 
     def make(**fields):

@@ -6,6 +6,7 @@ import pytest
 
 from ledger import http
 from ledger.models import Attempt, OperationState
+from tests.ledger.conftest import approver
 from tests.ledger.crm_fake import BASE_URL, CREATE, LOOKUP, FakeCrm
 
 
@@ -40,16 +41,8 @@ def crm_row(db, crm):
 
 @pytest.fixture
 def approved(make_enquiry, reviewer, crm_row):
-    """approved() -> (enquiry, CRM operation): approved, its task queued."""
-    from ledger.services import approve_revision
-
-    def make(**fields):
-        enquiry = make_enquiry(**fields)
-        op = approve_revision(enquiry.pk, actor=reviewer, reason="checked")
-        enquiry.refresh_from_db()
-        return enquiry, op
-
-    return make
+    """approved() -> (enquiry, CRM operation): approved, its task queued, the CRM the fake."""
+    return approver(make_enquiry, reviewer)
 
 
 def state_is(op, *states):
