@@ -8,8 +8,9 @@ on a machine whose load moves by minutes. Variants:
 
 - ``intake``: the endpoint as served (config/webhooks.py: the short middleware chain);
 - ``intake_full_chain``: the same through the whole MIDDLEWARE;
-- ``intake_orm_inserts``: the short chain, the enquiry and its revision saved by the ORM, one
-  statement each, as before intake.services._insert_new;
+- ``intake_one_by_one``: the short chain, each of the event's writes sent on its own (the same
+  written-out statements, ``config.roundtrip.together()`` made a no-op), for what sending them
+  together saves;
 - ``intake_no_health_check``: the short chain without the connection's health check
   (CONN_HEALTH_CHECKS' ``SELECT 1``), for what that round trip costs;
 - ``ceiling``: bench/ceiling's view (one INSERT, one transaction) through the short chain;
@@ -42,7 +43,7 @@ if str(ROOT) not in sys.path:
 VARIANTS = (
     "intake",
     "intake_full_chain",
-    "intake_orm_inserts",
+    "intake_one_by_one",
     "intake_no_health_check",
     "ceiling",
     "ceiling_full_chain",
@@ -63,11 +64,6 @@ def _four_more(request, source):
             [source, request.headers.get("webhook-id", ""), request.body.decode()],
         )
     return JsonResponse({"status": "received"}, status=202)
-
-
-def _orm_insert(enquiry, revision):
-    enquiry.save(force_insert=True)
-    revision.save(force_insert=True)
 
 
 class FourMoreUrls:
@@ -118,18 +114,20 @@ def main(argv=None) -> dict:
     def no_health_check(on):
         connection.settings_dict["CONN_HEALTH_CHECKS"] = not on
 
-    from intake import services
+    import contextlib
 
-    one_round_trip = services._insert_new
+    from config import roundtrip
 
-    def orm_inserts(on):
-        services._insert_new = _orm_insert if on else one_round_trip
+    together = roundtrip.together
+
+    def one_by_one(on):
+        roundtrip.together = contextlib.nullcontext if on else together
 
     four_more = FourMoreUrls()
     table = {
         "intake": (short, None),
         "intake_full_chain": (whole, None),
-        "intake_orm_inserts": (short, orm_inserts),
+        "intake_one_by_one": (short, one_by_one),
         "intake_no_health_check": (short, no_health_check),
         "ceiling": (short, routed("bench.ceiling.urls")),
         "ceiling_full_chain": (whole, routed("bench.ceiling.urls")),

@@ -200,10 +200,17 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
         return self.reference
 
     def save(self, *args, **kwargs):
+        self.before_write(kwargs.get("update_fields"))
+        super().save(*args, **kwargs)
+        self.after_write()
+
+    # Run by save() and by config.roundtrip's written-out INSERT and UPDATE alike.
+    def before_write(self, fields):
         loaded = getattr(self, "_loaded_message", None)
         if loaded is not None and self.message != loaded and not self.redacted_at:
             raise ValueError("An enquiry's original message is never overwritten.")
-        super().save(*args, **kwargs)
+
+    def after_write(self):
         self._loaded_message = self.message
 
     @classmethod

@@ -28,6 +28,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
+from config import roundtrip
 from intake import signals, signing
 from intake.classification import suggest_category  # noqa: F401  (part of this service API)
 from intake.models import Category, Document, Enquiry, EventConflict, IntakeEvent, Revision
@@ -224,73 +225,34 @@ def _store(source, event_id, text, digest, payload, now) -> IntakeResult | None:
     event = _insert_event(source, event_id, text, digest, enquiry, now)
     if event is None:
         return None
-    # Received and validated in this one transaction: the transition runs before the first
-    # save, so the row is inserted once, already validated (its journal row says
-    # received -> validated), instead of inserted and then updated.
-    enquiry.validate(
-        actor=INTAKE_ACTOR,
-        reason="signed event accepted",
-        evidence={"event": f"{source}/{event_id}", "body_sha256": digest},
-    )
-    revision = Revision(
-        enquiry=enquiry, number=1, fields=payload.revision_fields(), origin="intake", created_at=now
-    )
-    _insert_new(enquiry, revision)
-    Document.objects.bulk_create(
-        Document(enquiry=enquiry, document_id=d["id"], version=d["version"])
-        for d in payload.documents
-    )
-    signals.enquiry_received.send(sender=Enquiry, enquiry=enquiry, event=event)
-    return IntakeResult(202, _accepted_body(enquiry, duplicate=False))
-
-
-def _insert_new(enquiry: Enquiry, revision: Revision) -> None:
-    """Insert a new event's enquiry and its first revision in one round trip.
-
-    The same rows ``enquiry.save(force_insert=True)`` and ``revision.save()`` write, with the
-    values the model fields prepare for an insert (``Field.pre_save`` and
-    ``get_db_prep_save``, as Django's insert compiler asks them), as two INSERT statements
-    sent together: Django's PostgreSQL cursors bind parameters client-side and send the text
-    in one message. About a fifth of the request's CPU in the web process went to the ORM
-    building and sending these two (docs/benchmarks.md, "Intake's cost per event");
-    tests/intake/test_insert_new.py holds the rows equal to the ORM's. No model signal
-    (pre_save, post_save) has a receiver for either model.
-    """
-    statements, params = [], []
-    for instance in (enquiry, revision):
-        sql, fields = _insert_statement(type(instance))
-        statements.append(sql)
-        params.extend(f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields)
-    with connection.cursor() as cursor:
-        cursor.execute("; ".join(statements), params)
-        cursor.nextset()  # the second statement's result: the revision's new id
-        revision.pk = cursor.fetchone()[0]
-    for instance in (enquiry, revision):
-        instance._state.adding = False
-        instance._state.db = connection.alias
-    enquiry._loaded_message = enquiry.message  # as Enquiry.save leaves it
-    enquiry._update_initial_state()  # as django-fsm's ConcurrentTransitionMixin.save does
-
-
-_INSERT_STATEMENTS: dict = {}
-
-
-def _insert_statement(model) -> tuple[str, list]:
-    """``INSERT INTO <table> (<columns>) VALUES (%s, ...) RETURNING <pk>`` for ``model``'s
-    stored fields (an auto-increment key and generated columns left to PostgreSQL)."""
-    if model not in _INSERT_STATEMENTS:
-        meta, quote = model._meta, connection.ops.quote_name
-        fields = [
-            f
-            for f in meta.concrete_fields
-            if not f.generated and not (f.primary_key and f.db_returning)
-        ]
-        _INSERT_STATEMENTS[model] = (
-            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {quote(meta.pk.column)}",
-            fields,
+    # Everything below goes to PostgreSQL in one round trip after the event's INSERT (whose
+    # answer decided that there is anything to write): the enquiry, its first revision, its
+    # documents, the transition's journal row and the receipt's task, which the ledger's
+    # receivers queue in this transaction (config.roundtrip).
+    with roundtrip.together():
+        # Received and validated in this one transaction: the transition runs before the first
+        # save, so the row is inserted once, already validated (its journal row says
+        # received -> validated), instead of inserted and then updated.
+        enquiry.validate(
+            actor=INTAKE_ACTOR,
+            reason="signed event accepted",
+            evidence={"event": f"{source}/{event_id}", "body_sha256": digest},
         )
-    return _INSERT_STATEMENTS[model]
+        revision = Revision(
+            enquiry=enquiry,
+            number=1,
+            fields=payload.revision_fields(),
+            origin="intake",
+            created_at=now,
+        )
+        roundtrip.insert([enquiry])
+        roundtrip.insert([revision])
+        roundtrip.insert(
+            Document(enquiry=enquiry, document_id=d["id"], version=d["version"])
+            for d in payload.documents
+        )
+        signals.enquiry_received.send(sender=Enquiry, enquiry=enquiry, event=event)
+    return IntakeResult(202, _accepted_body(enquiry, duplicate=False))
 
 
 def same_event(stored_text: str, data) -> bool:

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.dispatch import receiver
 from django_fsm.signals import post_transition
 
+from config import roundtrip
 from config.context import current_request_id
 from intake.models import Enquiry
 from intake.workflow import actor_label
@@ -49,8 +50,18 @@ def deferred():
     finally:
         _pending.reset(token)
     if rows:
+        _insert(rows)
+
+
+def _insert(rows):
+    """The rows in one INSERT: queued with the transaction's other writes inside
+    config.roundtrip.together(). A person's reason needs its row's id first, so rows that
+    carry one are inserted at once (the block's queued writes go first)."""
+    if any(getattr(row, "_erasable_text", "") for row in rows):
         JournalEntry.objects.bulk_create(rows)
         _keep_reasons(rows)
+    else:
+        roundtrip.insert(rows)
 
 
 def _keep_reasons(rows):
@@ -86,8 +97,7 @@ def record(subject, action, *, actor, reason="", evidence=None, from_state="", t
     if pending is not None:
         pending.append(entry)
     else:
-        entry.save(force_insert=True)
-        _keep_reasons([entry])
+        _insert([entry])
     return entry
 
 

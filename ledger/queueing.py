@@ -26,6 +26,8 @@ from django_q.conf import Conf
 from django_q.signing import BadSignature, SignedPackage
 from django_q.tasks import async_task
 
+from config import roundtrip
+
 logger = logging.getLogger("ledger.queueing")
 
 EXECUTE = "ledger.tasks.execute_operation"
@@ -137,10 +139,7 @@ def batched():
         yield
     finally:
         _batch.reset(token)
-    if rows:
-        from django_q.models import OrmQ
-
-        OrmQ.objects.using(Conf.ORM).bulk_create(rows)
+    roundtrip.insert(rows, using=Conf.ORM)
 
 
 def uses_orm_broker() -> bool:
@@ -159,7 +158,13 @@ def enqueue(operation, func: str = EXECUTE, *, at=None, save=True) -> bool:
         return False  # the sweeper enqueues it once next_attempt_at has passed
     operation.task_enqueued_at = now
     if save:
-        type(operation).objects.filter(pk=operation.pk).update(task_enqueued_at=now)
+        # Only this column, as a queryset's update(): the instance may hold a transition its
+        # caller has not saved yet.
+        meta = type(operation)._meta
+        roundtrip.execute(
+            f"UPDATE {meta.db_table} SET task_enqueued_at = %s WHERE {meta.pk.column} = %s",
+            [now, operation.pk],
+        )
     return True
 
 
@@ -173,8 +178,15 @@ def _push(func: str, arg: str, at) -> bool:
     if given), on commit with another; False for a delayed task another broker cannot hold."""
     if uses_orm_broker():
         options = {"task_name": f"{func.rsplit('.', 1)[1]}:{arg}", "group": "ledger"}
-        if _batch.get() is not None:
-            options["broker"] = _CollectingOrmBroker(_batch.get(), at)
+        rows = _batch.get()
+        if rows is None and roundtrip.is_open():
+            rows = []  # this task's row, queued with the transaction's other writes
+            options["broker"] = _CollectingOrmBroker(rows, at)
+            async_task(func, arg, q_options=options)
+            roundtrip.insert(rows, using=Conf.ORM)
+            return True
+        if rows is not None:
+            options["broker"] = _CollectingOrmBroker(rows, at)
         elif at is not None:
             options["broker"] = _DelayedOrmBroker(at)
         async_task(func, arg, q_options=options)

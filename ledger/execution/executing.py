@@ -7,12 +7,12 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
+from config import roundtrip
 from ledger import effects, failpoints, http, journal, limits
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
-from ledger.execution.locking import lock_operation, save_changed
+from ledger.execution.locking import lock_operation, save_changed, step
 from ledger.execution.outcomes import (
     clear_lease,
     come_back,
@@ -102,7 +102,7 @@ def claim(op_id):
     on the queue for its turn, unchanged."""
     now = timezone.now()
     actor = worker_actor()
-    with transaction.atomic(), journal.deferred():
+    with step():
         enquiry, op = lock_operation(
             op_id,
             skip_locked=True,
@@ -142,7 +142,7 @@ def claim(op_id):
             attempt.error_class = "invalid"
             attempt.error_message = "payload differs from the approved payload"
             attempt.ended_at = now
-            attempt.save()
+            roundtrip.insert([attempt])
             op.attempt_count = number
             op.last_attempted_at = now
             fail_operation(op, enquiry, actor, "payload_mismatch", attempt.error_message)
@@ -153,7 +153,7 @@ def claim(op_id):
             if later is not None:
                 come_back(op, EXECUTE, later.at)
                 return None
-        attempt.save()
+        roundtrip.insert([attempt])
         op.attempt_count = number
         op.last_attempted_at = now
         op.budget_used += 1
@@ -175,7 +175,7 @@ def claim(op_id):
 
 def record_success(op_id, attempt, result: CallResult, *, actor, outcome="success") -> str:
     """``attempt``: the Attempt this worker recorded at its claim."""
-    with transaction.atomic(), journal.deferred():
+    with step():
         enquiry, op = lock_operation(op_id)
         finish_attempt(attempt, outcome=outcome, status=result.status, body=result.body)
         if op.state not in (OperationState.SUBMITTED, OperationState.UNKNOWN):
@@ -193,7 +193,7 @@ def record_success(op_id, attempt, result: CallResult, *, actor, outcome="succes
 
 def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
     """``attempt``: the Attempt this worker recorded at its claim."""
-    with transaction.atomic(), journal.deferred():
+    with step():
         enquiry, op = lock_operation(op_id)
         throttled = error.retry_after is not None and error.kind is ErrorKind.TRANSIENT
         finish_attempt(

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import copy
 import functools
+from contextlib import contextmanager
 
-from django.db import connection
+from django.db import connection, transaction
 
+from config import roundtrip
 from intake.models import Enquiry
+from ledger import journal
 from ledger.models import Operation
 
 # The enquiry that owns an operation, locked, then the operation, locked, and (where asked) its
@@ -34,6 +37,15 @@ _LOCK_SQL = (
 _INTEGRATION_JOIN = (
     " LEFT JOIN ledger_integration integration ON integration.id = op.integration_id"
 )
+
+
+@contextmanager
+def step():
+    """One transaction of the engine: its writes (save_changed, the attempt, the journal rows,
+    the queued tasks) sent to PostgreSQL together, at its end or before any read that follows
+    them (config.roundtrip), the journal's rows in one statement (journal.deferred)."""
+    with transaction.atomic(), roundtrip.together(), journal.deferred():
+        yield
 
 
 class _RowReader:
@@ -85,6 +97,11 @@ def save_changed(instance):
     ``attention``; the engine sets the rest), they are found by comparing, so none is left
     out. An instance read any other way is saved whole, as ``save()`` does.
 
+    The UPDATE is written out (config.roundtrip.update: queued with the transaction's other
+    writes inside ``roundtrip.together()``) with the state as it was read among its
+    conditions, as django-fsm's ConcurrentTransitionMixin filters its own: a row that is not
+    as it was read raises instead of being overwritten.
+
     The whole-row UPDATE rewrote every column: for an enquiry that means recomputing its
     stored search vector (intake.models.Enquiry.search_vector) on every transition, and for
     both a statement of 25-30 columns to build and send (docs/benchmarks.md, issue 29).
@@ -104,7 +121,8 @@ def save_changed(instance):
     update_fields = [fields[name] for name in changed]
     if "updated_at" in fields:
         update_fields.append("updated_at")
-    instance.save(update_fields=update_fields)
+    where = {"state": loaded["state"]} if "state" in loaded else None
+    roundtrip.update(instance, update_fields, where=where)
     _remember(instance, list(loaded), [getattr(instance, name) for name in loaded])
 
 

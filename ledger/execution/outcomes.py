@@ -8,10 +8,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from config import roundtrip
 from ledger import effects, journal, limits, storable
 from ledger.connectors.base import CallResult, ConnectorError
 from ledger.execution.locking import save_changed
-from ledger.models import Attempt
 from ledger.policies import policy_for
 from ledger.queueing import RECONCILE, enqueue
 
@@ -39,22 +39,22 @@ def finish_attempt(attempt, *, outcome, status=None, body="", error=None):
     for name, value in fields.items():
         setattr(attempt, name, value)
     if attempt._state.adding:
-        attempt.save()  # a lookup's attempt, recorded whole with what was found
+        roundtrip.insert([attempt])  # a lookup's attempt, recorded whole with what was found
         return
-    Attempt.objects.filter(pk=attempt.pk).update(**fields)
+    roundtrip.update(attempt, fields)
 
 
 def come_back(op, func, at):
     """Not this operation's turn at its integration: queued again for ``at``. Nothing else
     changes (no attempt, no transition, no retry budget), so it is not journalled."""
     op.next_attempt_at = at
-    op.save(update_fields=["next_attempt_at", "updated_at"])
+    save_changed(op)
     enqueue(op, func, at=at)
 
 
 def hold(op, *, actor, reason):
     op.held = True
-    op.save(update_fields=["held", "updated_at"])
+    save_changed(op)
     journal.record(op, "ledger.operation.held", actor=actor, reason=reason)
 
 

@@ -7,12 +7,11 @@ import enum
 import logging
 from datetime import timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
 from ledger import journal, limits
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
-from ledger.execution.locking import lock_operation, read_operation, save_changed
+from ledger.execution.locking import lock_operation, read_operation, save_changed, step
 from ledger.execution.outcomes import (
     clear_lease,
     come_back,
@@ -82,7 +81,7 @@ def reconcile(op_id) -> Lookup:
     if limits.applies(op.integration, started):
         later = limits.admission(op.integration, now=started)
         if later is not None:
-            with transaction.atomic():
+            with step():
                 _, locked = lock_operation(op.pk, skip_locked=True, state=OperationState.UNKNOWN)
                 if locked is not None and locked.attempt_count == op.attempt_count:
                     come_back(locked, RECONCILE, later.at)
@@ -123,7 +122,7 @@ def record_lookup(
 ) -> Lookup:
     """Record a lookup made at ``started`` of the operation as read with ``seen_attempts``
     attempts, and act on what it found (docs/integrations.md, "How an outcome is read")."""
-    with transaction.atomic(), journal.deferred():
+    with step():
         enquiry, op = lock_operation(op_id)
         if op is None:
             return Lookup.NOTHING_TO_CLAIM
@@ -140,7 +139,7 @@ def record_lookup(
         op.last_attempted_at = started
         if moved_on:
             finish_attempt(attempt, outcome="superseded", error=error)
-            op.save(update_fields=["attempt_count", "last_attempted_at", "updated_at"])
+            save_changed(op)
             return Lookup.SUPERSEDED
         clear_lease(op)
         policy = policy_for(op)

@@ -7,6 +7,8 @@ the engine is run here one step at a time (one transaction), and every operation
 saved is read back: each field of the instance, as the step left it, must be what the row holds.
 """
 
+import re
+
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -179,11 +181,26 @@ def test_an_enquiry_transition_does_not_rewrite_the_whole_row(approved_enquiry):
     with CaptureQueriesContext(connection) as confirm:
         executing.record_success(op.pk, attempt, CallResult(201, "c", "", {}), actor="system:t")
     for queries in (claim, confirm):
-        [update] = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "intake_enquiry"')]
+        [update] = _statements(queries, 'UPDATE "intake_enquiry"')
         assert '"state"' in update
         assert '"message"' not in update and '"name"' not in update and '"email"' not in update
-        [update] = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "ledger_operation"')]
+        [update] = _statements(queries, 'UPDATE "ledger_operation"')
         assert '"state"' in update and '"payload"' not in update
+        # Each step's writes (the attempt, the operation, the enquiry, the journal) went to
+        # PostgreSQL in one round trip after the lock (config.roundtrip).
+        writes = [q["sql"] for q in queries if q["sql"].startswith(("INSERT", "UPDATE"))]
+        assert len(writes) == 1, writes
+        assert "ledger_journalentry" in writes[0] and "ledger_attempt" in writes[0]
+
+
+def _statements(queries, prefix):
+    """The statements starting with ``prefix``, also where several went in one message."""
+    return [
+        statement
+        for q in queries
+        for statement in re.split(r"; (?=INSERT INTO |UPDATE )", q["sql"])
+        if statement.startswith(prefix)
+    ]
 
 
 def test_save_changed_writes_a_json_value_changed_in_place_and_nothing_when_nothing_changed(

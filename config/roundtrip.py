@@ -1,0 +1,220 @@
+"""A transaction's writes in one round trip.
+
+Inside ``together()``, the writes made through this module (``insert``, ``update``,
+``execute``) are queued instead of run, and go to PostgreSQL as one message (Django's
+PostgreSQL cursors bind parameters client-side, so several statements with their values are
+one text): when the block ends, or just before any other statement the connection runs inside
+the block, so a read in the block always sees every write queued before it. Outside a block
+they run at once. Either way the statements are the same, and so is what they leave in the
+database.
+
+Why: on the engine's and intake's hot paths each transaction writes four to six rows, and each
+ORM ``save()`` or ``bulk_create()`` builds its SQL through the compiler and waits for its own
+round trip. Written out once per model and sent together, the same rows cost a fraction of the
+CPU (docs/benchmarks.md, "Delivery's cost per operation").
+
+What ``insert`` and ``update`` write is what the ORM's ``save()`` writes for the same instance:
+each field's value as the field prepares it (``pre_save``, then ``get_db_prep_save``, as
+Django's compilers ask), so ``auto_now`` stamps, defaults and JSON encoding are the model's own.
+They do not send ``pre_save``/``post_save`` (no receiver in Handover listens for the models
+written this way: tests/foundation/test_roundtrip.py checks) and they call no ``save()``
+override: a model that guards its saves exposes the guard as ``before_write(fields)`` and
+``after_write()``, which both paths run.
+
+An error in a queued statement surfaces where the batch is sent: at the end of the block, or
+at the statement that made it flush. Either way it is inside the transaction, which then rolls
+back whole. Like ``journal.deferred()``, a block is not for code that rolls back a savepoint
+and carries on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from django.db import DatabaseError, connections
+from django.db.models import Model
+
+
+class _Batch:
+    def __init__(self, alias):
+        self.alias = alias
+        self.statements: list[tuple[str, list, Callable | None]] = []
+
+    def add(self, sql, params, then):
+        self.statements.append((sql, params, then))
+
+    def flush(self):
+        if not self.statements:
+            return
+        statements, self.statements = self.statements, []
+        connection = connections[self.alias]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "; ".join(sql for sql, _, _ in statements),
+                [value for _, params, _ in statements for value in params],
+            )
+            for i, (_, _, then) in enumerate(statements):
+                if i:
+                    cursor.nextset()
+                if then is not None:
+                    then(cursor)
+
+    def before_other_statements(self, execute, sql, params, many, context):
+        self.flush()  # its own statement passes here too, with nothing left to send
+        return execute(sql, params, many, context)
+
+
+_open: ContextVar[_Batch | None] = ContextVar("roundtrip_batch", default=None)
+
+
+@contextmanager
+def together(using: str = "default"):
+    """Send the writes queued in this block in one round trip (see the module's docstring).
+
+    Use it inside ``transaction.atomic()``. A nested block joins the outer one.
+    """
+    if _open.get() is not None:
+        yield
+        return
+    connection = connections[using]
+    if not connection.in_atomic_block:
+        raise RuntimeError("roundtrip.together() must run inside transaction.atomic()")
+    batch = _Batch(using)
+    token = _open.set(batch)
+    try:
+        with connection.execute_wrapper(batch.before_other_statements):
+            yield
+            batch.flush()
+    finally:
+        _open.reset(token)
+
+
+def is_open() -> bool:
+    return _open.get() is not None
+
+
+def execute(sql: str, params: list, then: Callable | None = None, using: str = "default"):
+    """Run ``sql`` (queued inside a block); ``then(cursor)`` is called with the cursor on the
+    statement's own result once it has run."""
+    batch = _open.get()
+    if batch is not None and batch.alias == using:
+        batch.add(sql, list(params), then)
+        return
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, list(params))
+        if then is not None:
+            then(cursor)
+
+
+# ---- model rows ------------------------------------------------------------------------------
+
+_INSERTS: dict = {}
+
+
+def _insert_fields(model):
+    """The fields an INSERT names (an auto-increment key and generated columns are the
+    database's) and the key to read back, if the database makes it."""
+    if model not in _INSERTS:
+        meta = model._meta
+        fields = [
+            f
+            for f in meta.concrete_fields
+            if not f.generated and not (f.primary_key and f.db_returning)
+        ]
+        returning = meta.pk if meta.pk.db_returning else None
+        _INSERTS[model] = (fields, returning)
+    return _INSERTS[model]
+
+
+def insert(instances: Iterable[Model], using: str = "default") -> None:
+    """INSERT the new ``instances`` (all of one model) in one statement, as ``save()`` (one)
+    or ``bulk_create()`` (several) would; a key the database makes is set on each once the
+    statement has run."""
+    instances = list(instances)
+    if not instances:
+        return
+    model = type(instances[0])
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    fields, returning = _insert_fields(model)
+    params: list = []
+    for instance in instances:
+        if type(instance) is not model:
+            raise TypeError("roundtrip.insert() takes rows of one model")
+        _before_write(instance, None)
+        params.extend(f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields)
+    row = f"({', '.join(['%s'] * len(fields))})"
+    sql = (
+        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES {', '.join([row] * len(instances))}"
+    )
+
+    def written(cursor):
+        if returning is not None:
+            for instance, (pk,) in zip(instances, cursor.fetchall(), strict=True):
+                setattr(instance, returning.attname, pk)
+        elif cursor.rowcount != len(instances):
+            raise DatabaseError(f"{model.__name__}: {cursor.rowcount} of {len(instances)} rows")
+
+    if returning is not None:
+        sql += f" RETURNING {quote(returning.column)}"
+    for instance in instances:
+        instance._state.adding = False
+        instance._state.db = using
+        _after_write(instance)
+    execute(sql, params, written, using)
+
+
+def update(
+    instance: Model, fields: Iterable[str], *, where: dict | None = None, using: str = "default"
+) -> None:
+    """UPDATE ``fields`` (names, as ``save(update_fields=...)`` takes them) of ``instance``'s
+    row, with ``auto_now`` fields stamped as the ORM stamps them when they are among
+    ``fields``. ``where``: further column = value conditions (a django-fsm state as it was
+    read), so that an UPDATE that finds no row raises, as ``save(update_fields=...)`` does."""
+    meta = type(instance)._meta
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    chosen = [meta.get_field(name) for name in fields]
+    _before_write(instance, [f.name for f in chosen])
+    assignments, params = [], []
+    for field in chosen:
+        assignments.append(f"{quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(field.pre_save(instance, False), connection))
+    conditions = [f"{quote(meta.pk.column)} = %s"]
+    params.append(meta.pk.get_db_prep_value(instance.pk, connection))
+    for name, value in (where or {}).items():
+        field = meta.get_field(name)
+        conditions.append(f"{quote(field.column)} = %s")
+        params.append(field.get_db_prep_value(value, connection))
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {' AND '.join(conditions)}"
+    )
+    label = f"{meta.object_name} {instance.pk}"
+
+    def written(cursor):
+        if cursor.rowcount != 1:
+            raise DatabaseError(f"{label}: the UPDATE found no row as it was read ({where})")
+
+    _after_write(instance)
+    execute(sql, params, written, using)
+
+
+def _before_write(instance, fields):
+    guard = getattr(instance, "before_write", None)
+    if guard is not None:
+        guard(fields)
+
+
+def _after_write(instance):
+    after = getattr(instance, "after_write", None)
+    if after is not None:
+        after()
+    # As django-fsm's ConcurrentTransitionMixin.save() does after every save: the state as
+    # written is the state a later save must find (tests/foundation/test_roundtrip.py pins it).
+    update_initial_state = getattr(instance, "_update_initial_state", None)
+    if update_initial_state is not None:
+        update_initial_state()
