@@ -8,6 +8,12 @@
   reconcile task in one transaction; the clock runs from the commit until all are `confirmed`.
   Beside it, a bare loop looks the same N references up.
 
+Beside delivery, two floors from the same run: ``transport_floor`` (tasks that do nothing,
+through the same cluster: what django-q2 alone costs) and ``ceiling`` (``bare_delivery``: the
+same POST between two one-statement transactions, through the same cluster: what any delivery
+that commits its claim before the call and its outcome after it costs here, with nothing of
+Handover's in it).
+
 Both also record the CPU time each process tree (the cluster, the sandbox, the PostgreSQL
 server) spends per operation during the measured run: ``cpu_ms_per_op`` (bench.common.CpuMeter).
 """
@@ -115,6 +121,96 @@ def _transport_floor(count: int, roots) -> dict:
     }
 
 
+CEILING_TABLE = "bench_delivery_ceiling"
+_ceiling_session = None
+
+
+def bare_delivery(row_id):
+    """The delivery ceiling's task: the design's order with nothing of Handover's in it. Claim
+    (one UPDATE to `submitted`, committed before the call), the same POST the bare loop sends,
+    through one kept ``requests.Session``, then the outcome (one UPDATE, committed). No
+    journal, no attempt row, no enquiry, no state machine, no limits, no look-up."""
+    import os
+
+    import requests
+    from django.db import connection, transaction
+
+    global _ceiling_session
+    if _ceiling_session is None:
+        _ceiling_session = requests.Session()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {CEILING_TABLE} SET state = 'submitted', attempts = attempts + 1 "
+            "WHERE id = %s AND state = 'approved' RETURNING reference",
+            [row_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return
+    reference = row[0]
+    response = _ceiling_session.post(
+        f"{os.environ['SANDBOX_URL']}/crm/enquiries",
+        json={"reference": reference, "name": "Bench", "message": "bench"},
+        headers={"Idempotency-Key": reference},
+        timeout=10,
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {CEILING_TABLE} SET state = %s, status = %s WHERE id = %s",
+            ["confirmed" if response.ok else "failed", response.status_code, row_id],
+        )
+
+
+def _delivery_ceiling(count: int, prefix: str, roots) -> dict:
+    """What a delivery with everything of Handover's taken out costs here, in the same run:
+    ``count`` rows of a bare table, each delivered by ``bare_delivery`` through the same
+    django-q2 cluster and ORM broker (tasks queued in one transaction, as approvals queue
+    theirs) into the same sandbox, and the CPU each process spends until none is in flight."""
+    from django.db import connection, transaction
+
+    from ledger.queueing import _push, batched
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {CEILING_TABLE} (id bigserial PRIMARY KEY, "
+            "reference text UNIQUE, state text NOT NULL, attempts int NOT NULL DEFAULT 0, "
+            "status int)"
+        )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {CEILING_TABLE} (reference, state) "
+            "SELECT %s || '-' || n, 'approved' FROM generate_series(1, %s) n RETURNING id",
+            [prefix, count],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        with batched():
+            for row_id in ids:
+                _push("bench.delivery.bare_delivery", str(row_id), None)
+
+    def in_flight():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT count(*) FILTER (WHERE state IN ('approved', 'submitted')), "
+                f"count(*) FILTER (WHERE state = 'confirmed') FROM {CEILING_TABLE} "
+                "WHERE reference LIKE %s",
+                [prefix + "-%"],
+            )
+            return cursor.fetchone()
+
+    started = time.perf_counter()
+    with CpuMeter(roots or {}) as cpu:
+        wait_until(lambda: in_flight()[0] == 0, timeout=120, interval=0.05, what="ceiling")
+    elapsed = time.perf_counter() - started
+    confirmed = in_flight()[1]
+    if confirmed < count:
+        raise RuntimeError(f"delivery ceiling: {confirmed} of {count} confirmed")
+    return {
+        "count": count,
+        "confirmed_per_s": round(count / elapsed, 1),
+        "cpu_ms_per_op": cpu.ms_per(count),
+    }
+
+
 def _deliver(count: int, prefix: str, reviewer, timeout: float, roots=None) -> dict:
     from django.db import transaction
 
@@ -205,6 +301,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
             per_s = median([r["confirmed_per_s"] for r in runs])
             base = median([r["baseline_per_s"] for r in runs])
             floor = _transport_floor(args.deliveries, roots)
+            ceiling = _delivery_ceiling(args.deliveries, "C", roots)
             results["delivery"] = {
                 "confirmed_per_s": round(per_s, 1),
                 "baseline_per_s": round(base, 1),
@@ -215,6 +312,7 @@ def measure(db_url: str, args, log_dir, *, sections=("delivery", "reconciliation
                 "q_workers": args.q_workers,
                 "cpu_ms_per_op": median_cpu(runs, "cpu_ms_per_op"),
                 "transport_floor": floor,
+                "ceiling": ceiling,
                 "runs": runs,
             }
         if "reconciliation" in sections:

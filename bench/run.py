@@ -196,6 +196,18 @@ def table(results: dict) -> str:
                     "the transport floor of a delivery; " + _cpu(floor, "cpu_ms_per_task", "task"),
                 )
             )
+        ceiling = d.get("ceiling")
+        if ceiling:
+            rows.append(
+                (
+                    "  delivery ceiling/s",
+                    f"{ceiling['confirmed_per_s']:.0f}",
+                    "",
+                    "",
+                    "claim, POST, outcome: one UPDATE each side, nothing of Handover's; "
+                    + _cpu(ceiling),
+                )
+            )
     r = results.get("reconciliation")
     if r:
         rows.append(

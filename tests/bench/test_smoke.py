@@ -18,7 +18,14 @@ pytestmark = pytest.mark.slow
 
 KEYS = {
     "intake": {"events_per_s", "baseline_per_s", "ratio", "p50_ms", "p99_ms"},
-    "delivery": {"confirmed_per_s", "baseline_per_s", "ratio", "duplicates", "transport_floor"},
+    "delivery": {
+        "confirmed_per_s",
+        "baseline_per_s",
+        "ratio",
+        "duplicates",
+        "transport_floor",
+        "ceiling",
+    },
     "reconciliation": {"reconciled_per_s", "baseline_per_s", "ratio"},
     "queue_page": {
         "operations",
@@ -107,6 +114,10 @@ def test_quick_bench_writes_every_figure(tmp_path):
     for section, keys in KEYS.items():
         assert keys <= set(results[section]), (section, sorted(results[section]))
     assert results["delivery"]["duplicates"] == 0
+    # The delivery ceiling delivered every one of its rows (it raises otherwise) and was metered.
+    delivery_ceiling = results["delivery"]["ceiling"]
+    assert delivery_ceiling["confirmed_per_s"] > 0
+    assert delivery_ceiling["cpu_ms_per_op"]["cluster"] > 0, delivery_ceiling
     # The drain ran with one cluster and with two, and lost or doubled nothing.
     assert [r["clusters"] for r in results["drain"]["runs"]] == [1, 2]
     assert results["drain"]["duplicates"] == results["drain"]["missing"] == 0
