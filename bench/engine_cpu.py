@@ -93,6 +93,7 @@ def measure(count: int, profile: bool, log_dir: Path) -> dict:
     if profiler:
         stats = pstats.Stats(profiler)
         stats.sort_stats("cumulative").print_stats(40)
+        stats.sort_stats("tottime").print_stats(25)
     return result
 
 

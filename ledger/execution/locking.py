@@ -64,13 +64,14 @@ class _RowReader:
             if f.get_db_converters(connection)
         ]
 
-    def read(self, row, start):
+    def read(self, row, start, *, locked=True):
         values = list(row[start : start + len(self.fields)])
         for i, converters in self.converters:
             for convert in converters:
                 values[i] = convert(values[i], self.fields[i], connection)
         instance = self.model.from_db(connection.alias, self.names, values)
-        _remember(instance, self.names, values)
+        if locked:  # only a locked row's snapshot may stand in for the state check
+            _remember(instance, self.names, values)
         return instance
 
 
@@ -91,16 +92,18 @@ def _remember(instance, names, values):
 
 
 def save_changed(instance):
-    """Save what changed since the row was read by lock_operation/read_operation: an UPDATE of
+    """Save what changed since the row was read by lock_operation: an UPDATE of
     those columns (and ``updated_at``), none when nothing changed. Whatever set them (a
     django-fsm transition sets the state, its timestamp and, for some, ``closed_at`` or
     ``attention``; the engine sets the rest), they are found by comparing, so none is left
-    out. An instance read any other way is saved whole, as ``save()`` does.
+    out. An instance read any other way (read_operation's, unlocked, too) is saved whole, as
+    ``save()`` does, with django-fsm's state check.
 
     The UPDATE is written out (config.roundtrip.update: queued with the transaction's other
-    writes inside ``roundtrip.together()``) with the state as it was read among its
-    conditions, as django-fsm's ConcurrentTransitionMixin filters its own: a row that is not
-    as it was read raises instead of being overwritten.
+    writes inside ``roundtrip.together()``). An instance with a snapshot was read by
+    lock_operation, so its row is locked (FOR UPDATE) and cannot have moved since: the state
+    is not among the UPDATE's conditions (a snapshot taken before a plain ``save()`` of the
+    same instance would be stale). An UPDATE that finds no row raises.
 
     The whole-row UPDATE rewrote every column: for an enquiry that means recomputing its
     stored search vector (intake.models.Enquiry.search_vector) on every transition, and for
@@ -121,8 +124,7 @@ def save_changed(instance):
     update_fields = [fields[name] for name in changed]
     if "updated_at" in fields:
         update_fields.append("updated_at")
-    where = {"state": loaded["state"]} if "state" in loaded else None
-    roundtrip.update(instance, update_fields, where=where)
+    roundtrip.update(instance, update_fields)
     _remember(instance, list(loaded), [getattr(instance, name) for name in loaded])
 
 
@@ -132,7 +134,10 @@ def _conditions(filters) -> str:
 
 
 def _read_integration(op, integrations, row, start):
-    op.integration = integrations.read(row, start) if op.integration_id is not None else None
+    # Read unlocked: no snapshot (save_changed saves it whole, should anything save it).
+    op.integration = (
+        integrations.read(row, start, locked=False) if op.integration_id is not None else None
+    )
 
 
 @functools.cache
@@ -196,6 +201,6 @@ def read_operation(op_id, **filters):
         row = cursor.fetchone()
     if row is None:
         return None
-    op = operations.read(row, 0)
+    op = operations.read(row, 0, locked=False)
     _read_integration(op, integrations, row, len(operations.fields))
     return op

@@ -227,3 +227,31 @@ def test_an_instance_read_elsewhere_is_saved_whole(approved_enquiry):
     assert '"message"' in update
     enquiry.refresh_from_db()
     assert enquiry.receipt_error == "x"
+
+
+def test_an_instance_saved_plainly_in_between_still_saves_its_changes(approved_enquiry):
+    """A plain save() of a locked instance (an operator action's service does so after
+    schedule_reconcile) leaves the snapshot behind; a later save_changed must still write,
+    not refuse the row as moved."""
+    _enquiry, op = approved_enquiry()
+    with transaction.atomic():
+        _e, locked = locking.lock_operation(op.pk)
+        locked.submit(actor="system:t", reason="attempt 1")
+        locked.save()
+        locked.confirm(actor="system:t", reason="done")
+        locking.save_changed(locked)
+    assert Operation.objects.get(pk=op.pk).state == OperationState.CONFIRMED
+
+
+def test_an_unlocked_read_is_saved_whole_with_the_state_check(approved_enquiry):
+    """read_operation's instance is not locked: save_changed saves it as save() does, so
+    django-fsm's state check still guards it."""
+    from django_fsm import ConcurrentTransition
+
+    _enquiry, op = approved_enquiry()
+    unlocked = locking.read_operation(op.pk)
+    Operation.objects.filter(pk=op.pk).update(state=OperationState.CANCELLED)
+    unlocked.submit(actor="system:t", reason="attempt 1")
+    with pytest.raises(ConcurrentTransition), transaction.atomic():
+        locking.save_changed(unlocked)
+    assert Operation.objects.get(pk=op.pk).state == OperationState.CANCELLED
