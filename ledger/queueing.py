@@ -45,8 +45,9 @@ class OrmBroker(ORM):
     the same rows with one UPDATE ... RETURNING, skipping rows another pusher holds. What a
     lock means is unchanged: a task is handed out again once its lock (``retry`` seconds)
     has passed without an acknowledgement. The acknowledgement is one DELETE, without the
-    ORM's deletion collector. Both run once per task: together they were about a fifth of
-    the cluster's CPU per delivered operation (docs/benchmarks.md).
+    ORM's deletion collector. Both run once per task (the dequeue once per ``bulk`` tasks when
+    that many are due): together they were about a fifth of the cluster's CPU per delivered
+    operation (docs/benchmarks.md).
     """
 
     CHECK_SECONDS = 1.0
