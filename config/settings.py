@@ -310,6 +310,7 @@ FAILPOINTS = env_list("HANDOVER_FAILPOINTS", [])
 
 # django-q2: the ORM broker on the same database makes "approve and enqueue" one transaction.
 # Ordered timeouts (a system check enforces): connector timeout < cluster timeout < retry.
+_Q_WORKERS = env_int("Q_WORKERS", 4, minimum=1)
 Q_CLUSTER = {
     "name": "handover",
     "orm": "default",
@@ -317,7 +318,12 @@ Q_CLUSTER = {
     "broker_class": "ledger.queueing.OrmBroker",
     # More workers than cores: each spends about half its time waiting on the destination and
     # PostgreSQL, so on 2 cores 4 workers deliver more than 2 (docs/benchmarks.md has the pairs).
-    "workers": env_int("Q_WORKERS", 4, minimum=1),
+    "workers": _Q_WORKERS,
+    # One dequeue statement (ledger.queueing.OrmBroker) locks and hands out up to this many due
+    # tasks, each locked until Q_RETRY as a task alone is: as many as there are workers, so one
+    # statement can feed them all. django-q2's own default is 1; docs/benchmarks.md, "The
+    # transport's cost per task", has what it saves.
+    "bulk": _Q_WORKERS,
     "timeout": env_int("Q_TIMEOUT", 60, minimum=1),
     "retry": env_int("Q_RETRY", 90, minimum=2),
     "max_attempts": 1,  # the ledger decides about retries, not the transport

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from contextvars import ContextVar
-from time import sleep
+from time import monotonic, sleep
 
 from django.db import transaction
 from django.utils import timezone
@@ -45,35 +45,68 @@ class OrmBroker(ORM):
     the same rows with one UPDATE ... RETURNING, skipping rows another pusher holds. What a
     lock means is unchanged: a task is handed out again once its lock (``retry`` seconds)
     has passed without an acknowledgement. The acknowledgement is one DELETE, without the
-    ORM's deletion collector. Both run once per task: together they were about a fifth of
-    the cluster's CPU per delivered operation (docs/benchmarks.md).
+    ORM's deletion collector. Both run once per task (the dequeue once per ``bulk`` tasks when
+    that many are due): together they were about a fifth of the cluster's CPU per delivered
+    operation (docs/benchmarks.md).
     """
 
-    @staticmethod
-    def _cursor():
-        from django.db import connections
+    CHECK_SECONDS = 1.0
+    _checked_at: float | None = None
 
-        ORM.get_connection()  # the ORM broker's own stale-connection check
-        return connections[Conf.ORM].cursor()
+    def _run(self, sql: str, params: list, fetch: bool = False):
+        """``sql`` on the broker's connection; its rows if ``fetch``.
+
+        Django's stale-connection check (``close_old_connections``: CONN_MAX_AGE, and the
+        health check, a ``SELECT 1``, that CONN_HEALTH_CHECKS then runs before the next
+        statement) once per CHECK_SECONDS at most, not before every statement: a pusher and
+        a monitor run a statement per task, and the check was a round trip of its own before
+        each (docs/benchmarks.md, "The transport's cost per task"). What the check before each
+        statement gave, a broken connection (a restarted server) replaced before use, the
+        failed statement now gives: the check then closes that connection and the statement
+        runs once more on a new one. Each statement here may run twice (rows locked twice are
+        handed out once their lock passes, as after a pusher's death; a DELETE twice deletes
+        once).
+        """
+        from django.db import InterfaceError, OperationalError, connections
+
+        now = monotonic()
+        if self._checked_at is None or now - self._checked_at >= self.CHECK_SECONDS:
+            ORM.get_connection()  # the ORM broker's own stale-connection check
+            self._checked_at = now
+        connection = connections[Conf.ORM]
+        try:
+            return self._execute(connection, sql, params, fetch)
+        except (OperationalError, InterfaceError):
+            ORM.get_connection()  # the error marked the connection: checked, closed if broken
+            self._checked_at = monotonic()
+            if connection.connection is not None:
+                raise  # the connection works: the statement itself failed
+            logger.warning("the queue's database connection was broken; statement run again")
+            return self._execute(connection, sql, params, fetch)
+
+    @staticmethod
+    def _execute(connection, sql, params, fetch):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if fetch else None
 
     def dequeue(self):
         from django_q.models import OrmQ
 
         now = timezone.now()
         table = OrmQ._meta.db_table
-        with self._cursor() as cursor:
-            # The picked rows in a MATERIALIZED CTE, read once: as `id IN (subquery)` the
-            # planner may rescan the subquery (a nested-loop semi-join), and a rescan skips the
-            # row this statement has just locked and takes the next one, handing out more than
-            # BULK tasks (seen in the suite: two for a BULK of 1).
-            cursor.execute(
-                f"WITH picked AS MATERIALIZED (SELECT id FROM {table} "
-                'WHERE "key" = %s AND "lock" < %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) '
-                f'UPDATE {table} SET "lock" = %s FROM picked WHERE {table}.id = picked.id '
-                f"RETURNING {table}.id, {table}.payload",
-                [self.list_key, now, Conf.BULK, self.timeout(None)],
-            )
-            tasks = cursor.fetchall()
+        # The picked rows in a MATERIALIZED CTE, read once: as `id IN (subquery)` the planner
+        # may rescan the subquery (a nested-loop semi-join), and a rescan skips the row this
+        # statement has just locked and takes the next one, handing out more than BULK tasks
+        # (seen in the suite: two for a BULK of 1).
+        tasks = self._run(
+            f"WITH picked AS MATERIALIZED (SELECT id FROM {table} "
+            'WHERE "key" = %s AND "lock" < %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) '
+            f'UPDATE {table} SET "lock" = %s FROM picked WHERE {table}.id = picked.id '
+            f"RETURNING {table}.id, {table}.payload",
+            [self.list_key, now, Conf.BULK, self.timeout(None)],
+            fetch=True,
+        )
         if tasks:
             return sorted(tasks)
         sleep(Conf.POLL)  # empty queue: spare the CPU, as django-q2 does
@@ -82,8 +115,7 @@ class OrmBroker(ORM):
     def acknowledge(self, task_id):
         from django_q.models import OrmQ
 
-        with self._cursor() as cursor:
-            cursor.execute(f"DELETE FROM {OrmQ._meta.db_table} WHERE id = %s", [task_id])
+        self._run(f"DELETE FROM {OrmQ._meta.db_table} WHERE id = %s", [task_id])
 
 
 class _DelayedOrmBroker(ORM):

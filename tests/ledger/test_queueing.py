@@ -1,5 +1,7 @@
 """ledger.queueing: the task names and the ORM broker the workers take tasks from."""
 
+from contextlib import contextmanager
+
 import pytest
 from django_q.models import OrmQ
 
@@ -7,7 +9,7 @@ from ledger.queueing import EXECUTE
 
 
 @pytest.mark.django_db
-def test_the_orm_broker_hands_a_task_out_once_until_its_lock_passes(settings):
+def test_the_orm_broker_hands_a_task_out_once_until_its_lock_passes(settings, monkeypatch):
     """ledger.queueing.OrmBroker (the configured broker): one statement locks and returns the
     oldest due task; a locked or delayed task is not handed out; a task whose lock has passed
     (its worker died) is handed out again; the acknowledgement deletes exactly its row."""
@@ -15,10 +17,12 @@ def test_the_orm_broker_hands_a_task_out_once_until_its_lock_passes(settings):
 
     from django.utils import timezone
     from django_q.brokers import get_broker
+    from django_q.conf import Conf
     from django_q.signing import SignedPackage
 
     from ledger.queueing import OrmBroker
 
+    monkeypatch.setattr(Conf, "BULK", 1)  # one task a statement (the configured bulk: below)
     broker = get_broker()
     assert isinstance(broker, OrmBroker)
     now = timezone.now()
@@ -137,3 +141,152 @@ def test_django_q2s_pusher_and_monitor_drive_the_orm_broker(monkeypatch):
     results.put("STOP")
     monitor(results, broker=broker)
     assert not OrmQ.objects.filter(pk=task_id).exists()
+
+
+@pytest.mark.django_db
+def test_one_dequeue_hands_out_a_task_for_each_worker(settings):
+    """Q_CLUSTER bulk is the number of workers: one statement locks and hands out that many due
+    tasks, oldest first, each locked until the retry time as a task alone is; the next due
+    task waits for the next statement."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from django_q.conf import Conf
+    from django_q.signing import SignedPackage
+
+    from ledger.queueing import OrmBroker
+
+    workers = settings.Q_CLUSTER["workers"]
+    assert settings.Q_CLUSTER["bulk"] == Conf.BULK == workers > 1
+    broker = OrmBroker(list_key=Conf.CLUSTER_NAME)
+    now = timezone.now()
+    payload = SignedPackage.dumps({"func": EXECUTE, "args": ("op",), "kwargs": {}})
+    due = [
+        OrmQ.objects.create(
+            key=broker.list_key, payload=payload, lock=now - timedelta(seconds=9 - n)
+        ).pk
+        for n in range(workers + 1)
+    ]
+    assert [pk for pk, _ in broker.dequeue()] == due[:workers]
+    retry = timedelta(seconds=settings.Q_CLUSTER["retry"])
+    for pk in due[:workers]:
+        assert OrmQ.objects.get(pk=pk).lock >= now + retry
+    assert [pk for pk, _ in broker.dequeue()] == due[workers:]
+
+
+@contextmanager
+def _sent(connection):
+    """The statements ``connection`` sends to PostgreSQL inside the block, as libpq's own trace
+    of the protocol records them (the health check's ``SELECT 1`` is sent past Django's
+    cursor wrappers, so only the wire sees it)."""
+    import os
+    import tempfile
+
+    from psycopg import pq
+
+    statements: list[str] = []
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    with tempfile.TemporaryFile() as trace:
+        pgconn.trace(os.dup(trace.fileno()))  # libpq closes what it is given
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield statements
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        for line in trace.read().decode().splitlines():
+            fields = line.split("\t")
+            if fields[0] == "F" and fields[2] in ("Query", "Parse"):
+                statements.append(fields[3].strip().strip('"'))
+
+
+def _queued(n):
+    from django.utils import timezone
+    from django_q.conf import Conf
+
+    return [
+        OrmQ.objects.create(key=Conf.CLUSTER_NAME, payload="x", lock=timezone.now()).pk
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as in the cluster's pusher and monitor
+def test_the_broker_checks_its_connection_once_per_interval_not_before_each_statement():
+    """A pusher and a monitor run one statement per task. With CONN_HEALTH_CHECKS, Django sends
+    a ``SELECT 1`` before the first statement after each ``close_old_connections``, which
+    django-q2's broker calls before every statement: OrmBroker checks once per CHECK_SECONDS,
+    so acknowledgements in a row send their DELETEs and nothing else; once the interval has
+    passed, the check (and its SELECT 1) comes back."""
+    from django.conf import settings
+    from django.db import connection
+    from django_q.conf import Conf
+
+    from ledger.queueing import OrmBroker
+
+    assert settings.DATABASES["default"]["CONN_HEALTH_CHECKS"]
+    broker = OrmBroker(list_key=Conf.CLUSTER_NAME)
+    broker.CHECK_SECONDS = 3600  # within the interval whatever this machine's speed
+    first, *rest = _queued(4)
+    broker.acknowledge(first)  # the first statement is checked
+    with _sent(connection) as statements:
+        for pk in rest:
+            broker.acknowledge(pk)
+    assert len(statements) == 3 and all(s.startswith("DELETE FROM") for s in statements)
+    assert not OrmQ.objects.exists()
+
+    broker.CHECK_SECONDS = 0  # every statement past the interval: Django's check each time
+    tasks = _queued(2)
+    with _sent(connection) as statements:
+        for pk in tasks:
+            broker.acknowledge(pk)
+    assert [s.split()[0] for s in statements] == ["SELECT", "DELETE", "SELECT", "DELETE"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_broker_runs_its_statement_again_on_a_new_connection_when_the_server_dropped_it(
+    caplog, monkeypatch
+):
+    """What the check before each statement gave, a broken connection replaced before it is
+    used, still holds between checks: the server ends the broker's connection (as a restart
+    does), and the next dequeue and acknowledgement fail once, are logged, and run on a new
+    connection; a statement that fails on a working connection is not run again."""
+    from django.db import OperationalError, connection, connections
+    from django_q.conf import Conf
+
+    from ledger.queueing import OrmBroker
+
+    monkeypatch.setattr(Conf, "BULK", 2)
+    broker = OrmBroker(list_key=Conf.CLUSTER_NAME)
+    broker.CHECK_SECONDS = 3600
+    task, other = _queued(2)
+
+    def drop_the_brokers_connection():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        killer = connections.create_connection("default")
+        try:
+            with killer.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        finally:
+            killer.close()
+        return pid
+
+    broker.acknowledge(0)  # checked once; the interval starts
+    old = drop_the_brokers_connection()
+    with caplog.at_level("WARNING", logger="ledger.queueing"):
+        assert sorted(pk for pk, _ in broker.dequeue()) == [task, other]
+    assert "connection was broken" in caplog.text
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != old
+    drop_the_brokers_connection()
+    broker.acknowledge(task)
+    assert list(OrmQ.objects.values_list("pk", flat=True)) == [other]
+
+    caplog.clear()
+    with pytest.raises(OperationalError, match="canceling statement"):  # connection intact
+        broker._run("SELECT pg_cancel_backend(pg_backend_pid())", [], fetch=True)
+    assert "connection was broken" not in caplog.text
+    assert list(OrmQ.objects.values_list("pk", flat=True)) == [other]
