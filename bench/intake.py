@@ -77,11 +77,13 @@ def make_events(count: int, duplicate_rate: float, seed: int) -> list[tuple[str,
 class Sender(threading.Thread):
     """One sender: a keep-alive HTTP/1.1 connection, reopened when the server closes it."""
 
-    def __init__(self, host, port, path, work, latencies, statuses, errors):
+    def __init__(self, host, port, path, work, latencies, statuses, errors, barrier=None):
         super().__init__(daemon=True)
         self.host, self.port, self.path = host, port, path
         self.work, self.latencies, self.statuses, self.errors = work, latencies, statuses, errors
         self.conn = None
+        # With a barrier: connect, wait twice (connected; the split read), then send.
+        self.barrier = barrier
 
     def _post(self, body, headers):
         if self.conn is None:
@@ -95,6 +97,16 @@ class Sender(threading.Thread):
         return response.status
 
     def run(self):
+        if self.barrier is not None:
+            try:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                self.conn.connect()
+            except OSError as exc:  # reported in the results; the first post connects again
+                self.errors.append(repr(exc))
+                self.conn = None
+            finally:
+                self.barrier.wait(timeout=30)
+                self.barrier.wait(timeout=30)
         for _msg_id, body, headers in self.work:
             started = time.perf_counter()
             try:
@@ -143,20 +155,26 @@ def send_all(port: int, requests, senders: int, server_pid: int | None = None) -
     path = f"/intake/events/{BENCH_SOURCE}/"
     shares = [requests[i::senders] for i in range(senders)]
     latencies, statuses, errors = [], [], []
+    # With the server's pid the split is read once every sender has connected and before any
+    # sends: read while they sent, a short run could end before its first reading (seen: [0, 0]).
+    barrier = threading.Barrier(senders + 1) if server_pid is not None else None
     threads = [
-        Sender("127.0.0.1", port, path, share, latencies, statuses, errors) for share in shares
+        Sender("127.0.0.1", port, path, share, latencies, statuses, errors, barrier)
+        for share in shares
     ]
     started = time.perf_counter()
     for t in threads:
         t.start()
     split = None
-    if server_pid is not None:
+    if barrier is not None:
+        barrier.wait(timeout=30)  # every sender has connected
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(t.is_alive() for t in threads):
+        while time.monotonic() < deadline:
             split = connections_per_worker(server_pid, port)
             if split is None or sum(split) >= senders:
                 break
-            time.sleep(0.02)
+            time.sleep(0.02)  # the server may not have accepted every connection yet
+        barrier.wait(timeout=30)  # send
     for t in threads:
         t.join(timeout=600)
     elapsed = time.perf_counter() - started
