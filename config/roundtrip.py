@@ -167,37 +167,29 @@ def insert(instances: Iterable[Model], using: str = "default") -> None:
     execute(sql, params, written, using)
 
 
-def update(
-    instance: Model, fields: Iterable[str], *, where: dict | None = None, using: str = "default"
-) -> None:
+def update(instance: Model, fields: Iterable[str], using: str = "default") -> None:
     """UPDATE ``fields`` (names, as ``save(update_fields=...)`` takes them) of ``instance``'s
     row, with ``auto_now`` fields stamped as the ORM stamps them when they are among
-    ``fields``. ``where``: further column = value conditions (a django-fsm state as it was
-    read), so that an UPDATE that finds no row raises, as ``save(update_fields=...)`` does."""
+    ``fields``. An UPDATE that finds no row raises, as ``save(update_fields=...)`` does."""
     meta = type(instance)._meta
     connection = connections[using]
     quote = connection.ops.quote_name
     chosen = [meta.get_field(name) for name in fields]
     _before_write(instance, [f.name for f in chosen])
-    assignments, params = [], []
-    for field in chosen:
-        assignments.append(f"{quote(field.column)} = %s")
-        params.append(field.get_db_prep_save(field.pre_save(instance, False), connection))
-    conditions = [f"{quote(meta.pk.column)} = %s"]
+    assignments = [f"{quote(field.column)} = %s" for field in chosen]
+    params = [
+        field.get_db_prep_save(field.pre_save(instance, False), connection) for field in chosen
+    ]
     params.append(meta.pk.get_db_prep_value(instance.pk, connection))
-    for name, value in (where or {}).items():
-        field = meta.get_field(name)
-        conditions.append(f"{quote(field.column)} = %s")
-        params.append(field.get_db_prep_value(value, connection))
     sql = (
         f"UPDATE {quote(meta.db_table)} SET {', '.join(assignments)} "
-        f"WHERE {' AND '.join(conditions)}"
+        f"WHERE {quote(meta.pk.column)} = %s"
     )
     label = f"{meta.object_name} {instance.pk}"
 
     def written(cursor):
         if cursor.rowcount != 1:
-            raise DatabaseError(f"{label}: the UPDATE found no row as it was read ({where})")
+            raise DatabaseError(f"{label}: the UPDATE found no row")
 
     _after_write(instance)
     execute(sql, params, written, using)
