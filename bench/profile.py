@@ -91,7 +91,7 @@ class OwnServer:
         options = (
             f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
             " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top"
-            " -c pg_stat_statements.max=5000"
+            " -c pg_stat_statements.max=5000 -c pg_stat_statements.track_planning=on"
         )
         subprocess.run(
             [
@@ -209,14 +209,15 @@ def statements(url: str, database: str, units: int) -> list[dict]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         rows = conn.execute(
-            "SELECT s.query, s.calls, s.total_exec_time, s.rows FROM pg_stat_statements s"
+            "SELECT s.query, s.calls, s.total_exec_time, s.rows, s.total_plan_time"
+            " FROM pg_stat_statements s"
             " JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = s.userid"
             " WHERE d.datname = %s AND r.rolname = 'postgres' AND s.query NOT LIKE '%%bench_raw%%'"
             " ORDER BY s.total_exec_time DESC",
             [database],
         ).fetchall()
     out = []
-    for query, calls, total_ms, count in rows:
+    for query, calls, total_ms, count, plan_ms in rows:
         per_unit = calls / units if units else 0.0
         if per_unit < 0.05:
             continue  # the bench's own set-up and counting, not the path under test
@@ -225,6 +226,7 @@ def statements(url: str, database: str, units: int) -> list[dict]:
                 "query": " ".join(query.split())[:160],
                 "calls_per_unit": round(per_unit, 2),
                 "exec_ms_per_unit": round(total_ms / units, 3),
+                "plan_ms_per_unit": round(plan_ms / units, 3),
                 "rows_per_call": round(count / calls, 1) if calls else 0,
             }
         )
@@ -266,18 +268,23 @@ def render(section: str, samples: dict, statements_: list[dict], units: int, uni
     lines += [
         f"### PostgreSQL: statements per {unit}",
         "",
-        "| statement | calls | exec ms | rows/call |",
-        "|---|---|---|---|",
+        "| statement | calls | exec ms | plan ms | rows/call |",
+        "|---|---|---|---|---|",
     ]
-    for row in statements_[:12]:
+    for row in statements_[:40]:
         query = row["query"].replace("|", "\\|")
         lines.append(
             f"| `{query}` | {row['calls_per_unit']} | {row['exec_ms_per_unit']} |"
-            f" {row['rows_per_call']} |"
+            f" {row['plan_ms_per_unit']} | {row['rows_per_call']} |"
         )
     total_calls = sum(r["calls_per_unit"] for r in statements_)
     total_ms = sum(r["exec_ms_per_unit"] for r in statements_)
-    lines += ["", f"All statements per {unit}: {total_calls:.1f} calls, {total_ms:.2f} ms exec."]
+    plan_ms = sum(r["plan_ms_per_unit"] for r in statements_)
+    lines += [
+        "",
+        f"All statements per {unit}: {total_calls:.1f} calls, {total_ms:.2f} ms exec,"
+        f" {plan_ms:.2f} ms planning.",
+    ]
     return "\n".join(lines)
 
 

@@ -1,12 +1,21 @@
-"""A transaction's writes in one round trip.
+"""A transaction's writes in one round trip, as prepared statements.
 
 Inside ``together()``, the writes made through this module (``insert``, ``update``,
-``execute``) are queued instead of run, and go to PostgreSQL as one message (Django's
-PostgreSQL cursors bind parameters client-side, so several statements with their values are
-one text): when the block ends, or just before any other statement the connection runs inside
-the block, so a read in the block always sees every write queued before it. Outside a block
-they run at once. Either way the statements are the same, and so is what they leave in the
-database.
+``execute``) are queued instead of run, and go to PostgreSQL together, in one round trip
+(psycopg's pipeline: each statement's messages, then one Sync): when the block ends, or just
+before any other statement the connection runs inside the block, so a read in the block always
+sees every write queued before it. Outside a block they run at once. Either way the statements
+are the same, and so is what they leave in the database.
+
+Every statement sent from here (and through ``prepared_cursor()``, which the engine's lock, the
+queue's broker and the rate limiter use for their own fixed statements) binds its parameters
+server-side and is prepared on the connection the first time it runs (psycopg keeps the 100
+most recent per connection): PostgreSQL then parses and plans it once per connection, not at
+every call. Django's own cursors bind client-side and prepare nothing; for them this changes
+nothing. Planning was about half of PostgreSQL's CPU per delivery (docs/benchmarks.md,
+"Prepared statements"). ``DB_PREPARED_STATEMENTS=0`` (config/settings.py) turns preparing off
+for a pooler that cannot keep a session's prepared statements; the statements still bind
+server-side and still go together.
 
 Why: on the engine's and intake's hot paths each transaction writes four to six rows, and each
 ORM ``save()`` or ``bulk_create()`` builds its SQL through the compiler and waits for its own
@@ -33,7 +42,9 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import psycopg
 from django.db import DatabaseError, connections
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model
 
 
@@ -49,17 +60,27 @@ class _Batch:
         if not self.statements:
             return
         statements, self.statements = self.statements, []
-        connection = connections[self.alias]
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "; ".join(sql for sql, _, _ in statements),
-                [value for _, params, _ in statements for value in params],
-            )
-            for i, (_, _, then) in enumerate(statements):
-                if i:
-                    cursor.nextset()
+        if len(statements) == 1:
+            sql, params, then = statements[0]
+            with prepared_cursor(self.alias) as cursor:
+                cursor.execute(sql, params)
                 if then is not None:
                     then(cursor)
+            return
+        connection = connections[self.alias]
+        cursors = [_cursor(self.alias) for _ in statements]
+        try:
+            # Sent as one: the pipeline's Sync goes at the block's end, and its results come
+            # back together; an error in any statement is raised here, inside the transaction.
+            with connection.wrap_database_errors, connection.connection.pipeline():
+                for cursor, (sql, params, _) in zip(cursors, statements, strict=True):
+                    cursor.execute(sql, params)
+            for cursor, (_, _, then) in zip(cursors, statements, strict=True):
+                if then is not None:
+                    then(cursor)
+        finally:
+            for cursor in cursors:
+                cursor.close()
 
     def before_other_statements(self, execute, sql, params, many, context):
         self.flush()  # its own statement passes here too, with nothing left to send
@@ -102,7 +123,7 @@ def execute(sql: str, params: list, then: Callable | None = None, using: str = "
     if batch is not None and batch.alias == using:
         batch.add(sql, list(params), then)
         return
-    with connections[using].cursor() as cursor:
+    with prepared_cursor(using) as cursor:
         cursor.execute(sql, list(params))
         if then is not None:
             then(cursor)
@@ -210,3 +231,45 @@ def _after_write(instance):
     update_initial_state = getattr(instance, "_update_initial_state", None)
     if update_initial_state is not None:
         update_initial_state()
+
+
+# ---- prepared statements ---------------------------------------------------------------------
+
+
+class _Preparing(psycopg.Cursor):
+    """psycopg's server-side binding cursor, preparing each statement on first use (a no-op
+    where the connection's ``prepare_threshold`` is None: DB_PREPARED_STATEMENTS=0)."""
+
+    def execute(self, query, params=None, *, prepare=True, binary=None):
+        return super().execute(query, params, prepare=prepare, binary=binary)
+
+
+class _Logged(CursorDebugWrapper):
+    # Django's debug wrapper logs the query a client-side cursor composed; this cursor composed
+    # none (its parameters travel apart), so the log gets the statement with its values here.
+    def execute(self, sql, params=None):
+        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+            return CursorWrapper.execute(self, sql, params)
+
+
+def _cursor(using):
+    # What Django's own cursor() does around the cursor it makes: the health check
+    # (CONN_HEALTH_CHECKS), the connection, and the wrapper (the execute wrappers, so a block's
+    # queue is sent before any other statement; the query log; errors as Django's).
+    connection = connections[using]
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        raw = _Preparing(connection.connection)
+    return _Logged(raw, connection) if connection.queries_logged else CursorWrapper(raw, connection)
+
+
+@contextmanager
+def prepared_cursor(using: str = "default"):
+    """A cursor whose statements are prepared on the connection the first time each runs
+    (see the module's docstring): for fixed statements run often, with ``%s`` parameters.
+    Not for statements whose text changes with their values (an ``IN`` list of varying
+    length): each text takes a place in the connection's cache."""
+    with _cursor(using) as cursor:
+        yield cursor

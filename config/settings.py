@@ -141,6 +141,11 @@ if TESTING:
     # unless this session variable is on. UPDATE and DELETE stay refused even here.
     _pg_options.append("-c handover.allow_journal_truncate=on")
 _db["OPTIONS"]["options"] = " ".join(o for o in _pg_options if o)
+# Prepared statements (config.roundtrip): psycopg prepares only the statements sent through
+# config.roundtrip's cursors (each on first use); Django's own cursors bind client-side and never
+# prepare. 0 turns it off, for a pooler in transaction mode that cannot keep them.
+if env_bool("DB_PREPARED_STATEMENTS", True):
+    _db["OPTIONS"].setdefault("prepare_threshold", 2**31 - 1)
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed
 
@@ -163,7 +163,7 @@ _INSERT_EVENT_SQL = (
 
 def _insert_event(source, event_id, text, digest, enquiry, now) -> IntakeEvent | None:
     """The new event row, or None when (source, event_id) is already stored."""
-    with connection.cursor() as cursor:
+    with roundtrip.prepared_cursor() as cursor:
         cursor.execute(_INSERT_EVENT_SQL, [source, event_id, now, now, text, digest, enquiry.pk])
         row = cursor.fetchone()
     if row is None:

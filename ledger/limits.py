@@ -34,10 +34,11 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from config import roundtrip
 from ledger import journal
 from ledger.models import Integration, Operation, OperationState
 from ledger.rates import RATE_MAX, RATE_MIN
@@ -160,7 +161,7 @@ class Permit:
         if self.lease_id is None:
             return
         lease, self.lease_id = self.lease_id, None
-        with connection.cursor() as cursor:
+        with roundtrip.prepared_cursor() as cursor:
             cursor.execute("DELETE FROM ledger_inflightslot WHERE id = %s", [lease])
 
 
@@ -215,7 +216,7 @@ def acquire(integration, *, holder="", operation_id=None, wait=None, now=None):
     granted (a turn is never computed from a time another worker's turn has overtaken), the
     turn written, and the lock let go at once, so the request starts right after."""
     wait = wait_seconds() if wait is None else wait
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), roundtrip.prepared_cursor() as cursor:
         next_slot, _queue, rate, max_in_flight, *_ = _locked_state(cursor, integration.pk)
         now = now or timezone.now()
         if max_in_flight and _live_leases(cursor, integration.pk, now) >= max_in_flight:
@@ -271,7 +272,7 @@ def admission(integration, *, now=None) -> NotYet | None:
 
     Reads without a lock; writes (one statement) only when it says NotYet."""
     now = now or timezone.now()
-    with connection.cursor() as cursor:
+    with roundtrip.prepared_cursor() as cursor:
         cursor.execute(_ADMISSION_SQL, [now, integration.pk])
         next_slot, rate, max_in_flight, throttled_until, why, in_flight = cursor.fetchone()
         spacing = interval_for(rate) if rate else IN_FLIGHT_SPACING_SECONDS
@@ -310,7 +311,7 @@ def turns(integration, count: int, *, now=None) -> list[datetime]:
         return []
     now = now or timezone.now()
     spacing = timedelta(seconds=interval_for(rate))
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), roundtrip.prepared_cursor() as cursor:
         next_slot, queue_until, *_ = _locked_state(cursor, integration.pk)
         first = max(now, next_slot or now, queue_until or now)
         times = [first + spacing * i for i in range(count)]

@@ -86,7 +86,7 @@ class OrmBroker(ORM):
 
     @staticmethod
     def _execute(connection, sql, params, fetch):
-        with connection.cursor() as cursor:
+        with roundtrip.prepared_cursor(connection.alias) as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if fetch else None
 

@@ -170,7 +170,7 @@ def lock_operation(op_id, *, skip_locked=False, with_integration=False, **filter
         conditions=_conditions(filters),
         skip=" SKIP LOCKED" if skip_locked else "",
     )
-    with connection.cursor() as cursor:
+    with roundtrip.prepared_cursor() as cursor:
         cursor.execute(sql, [pk, pk, *filters.values()])
         row = cursor.fetchone()
     if row is None:
@@ -196,7 +196,7 @@ def read_operation(op_id, **filters):
         join=_INTEGRATION_JOIN,
         conditions=_conditions(filters),
     )
-    with connection.cursor() as cursor:
+    with roundtrip.prepared_cursor() as cursor:
         cursor.execute(sql, [pk, *filters.values()])
         row = cursor.fetchone()
     if row is None:

@@ -4,7 +4,7 @@ write, and every read in the block seeing the writes queued before it."""
 import uuid
 
 import pytest
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import signals
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -13,6 +13,7 @@ from django_q.models import OrmQ
 from config import roundtrip
 from intake.models import Enquiry, Revision
 from ledger.models import Attempt, JournalEntry, Operation
+from tests import wire
 from tests.intake.factories import EnquiryFactory
 from tests.ledger.factories import make_operation
 
@@ -102,21 +103,76 @@ def test_an_update_writes_what_save_update_fields_writes():
 
 def test_writes_in_a_block_go_in_one_round_trip_at_its_end():
     op = make_operation(EnquiryFactory(), "approved")
-    with CaptureQueriesContext(connection) as queries, transaction.atomic(), roundtrip.together():
+    with wire.sent(connection) as sent, transaction.atomic(), roundtrip.together():
         roundtrip.insert([_attempt(op, 1)])
         roundtrip.insert([_entry(op.enquiry, "test.a"), _entry(op.enquiry, "test.b")])
         op.attempt_count = 1
         roundtrip.update(op, ["attempt_count", "updated_at"])
         assert Attempt.objects.filter(operation=op).count() == 1  # flushed first
         roundtrip.insert([_attempt(op, 2)])
-    statements = [
-        q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "ROLLBACK"))
-    ]
-    # The three queued writes, the read, then the last write at the block's end.
-    assert len(statements) == 3, statements
-    assert statements[0].count("; ") == 2
+    exchanges = sent.without("SAVEPOINT", "RELEASE", "ROLLBACK")
+    # The three queued writes together, the read, then the last write at the block's end.
+    assert [[s.split()[0] for s in ex] for ex in exchanges] == [
+        ["INSERT", "INSERT", "UPDATE"],
+        ["SELECT"],
+        ["INSERT"],
+    ], exchanges
     assert Attempt.objects.filter(operation=op).count() == 2
     assert Operation.objects.get(pk=op.pk).attempt_count == 1
+
+
+def test_each_written_out_statement_is_prepared_once_per_connection():
+    """PostgreSQL parses and plans a statement sent from here once per connection; later runs
+    bind it by name (config.roundtrip, "prepared statements")."""
+    op = make_operation(EnquiryFactory(), "approved")
+    with wire.sent(connection) as sent:
+        for number in (1, 2, 3):
+            with transaction.atomic(), roundtrip.together():
+                roundtrip.insert([_attempt(op, number)])
+                op.attempt_count = number
+                roundtrip.update(op, ["attempt_count"])
+    assert len(sent.prepared) == 2, sent.prepared
+    assert sent.prepared[0].startswith('INSERT INTO "ledger_attempt"')
+    assert sent.prepared[1].startswith('UPDATE "ledger_operation" SET "attempt_count"')
+    writes = sent.without("SAVEPOINT", "RELEASE", "ROLLBACK")
+    assert len(writes) == 3 and all(len(ex) == 2 for ex in writes), writes
+    assert Attempt.objects.filter(operation=op).count() == 3
+
+
+def test_with_preparing_off_the_statements_still_go_together_unprepared():
+    """DB_PREPARED_STATEMENTS=0 leaves the connection's prepare_threshold None (Django's
+    default): for a pooler that cannot keep a session's prepared statements."""
+    op = make_operation(EnquiryFactory(), "approved")
+    connection.ensure_connection()
+    raw = connection.connection
+    threshold, raw.prepare_threshold = raw.prepare_threshold, None
+    try:
+        with wire.sent(connection) as sent:
+            for number in (1, 2):
+                with transaction.atomic(), roundtrip.together():
+                    roundtrip.insert([_attempt(op, number)])
+                    op.attempt_count = number
+                    roundtrip.update(op, ["attempt_count"])
+    finally:
+        raw.prepare_threshold = threshold
+    assert sent.prepared == []
+    writes = sent.without("SAVEPOINT", "RELEASE", "ROLLBACK")
+    assert len(writes) == 2 and all(len(ex) == 2 for ex in writes), writes
+    assert Attempt.objects.filter(operation=op).count() == 2
+
+
+def test_the_query_log_holds_each_statement_with_its_values():
+    """Django's query log (DEBUG, CaptureQueriesContext) gets each statement with its values,
+    as for Django's own cursors, though these travel apart from their statement."""
+    op = make_operation(EnquiryFactory(), "approved")
+    with CaptureQueriesContext(connection) as queries, transaction.atomic(), roundtrip.together():
+        op.attempt_count = 4321
+        roundtrip.update(op, ["attempt_count"])
+        roundtrip.insert([_attempt(op, 1)])
+    [update] = [q["sql"] for q in queries if q["sql"].startswith("UPDATE")]
+    assert "4321" in update and op.pk.hex in update
+    [insert] = [q["sql"] for q in queries if q["sql"].startswith("INSERT")]
+    assert "ENQ-1" in insert
 
 
 def test_a_read_in_the_block_sees_every_write_queued_before_it():
@@ -147,8 +203,9 @@ def test_an_update_that_finds_no_row_raises_and_nothing_is_written():
 
 
 def test_an_error_in_a_queued_statement_rolls_the_whole_transaction_back():
+    """Raised as Django's own error class (a caller catching IntegrityError still does)."""
     op = make_operation(EnquiryFactory(), "approved")
-    with pytest.raises(DatabaseError), transaction.atomic(), roundtrip.together():
+    with pytest.raises(IntegrityError), transaction.atomic(), roundtrip.together():
         op.attempt_count = 9
         roundtrip.update(op, ["attempt_count"])
         roundtrip.insert([_attempt(op, 1), _attempt(op, 1)])  # the same number twice
@@ -164,14 +221,14 @@ def test_a_block_needs_a_transaction():
 
 def test_a_nested_block_joins_the_outer_one():
     op = make_operation(EnquiryFactory(), "approved")
-    with CaptureQueriesContext(connection) as queries, transaction.atomic(), roundtrip.together():
+    with wire.sent(connection) as sent, transaction.atomic(), roundtrip.together():
         roundtrip.insert([_attempt(op, 1)])
         with roundtrip.together():
             roundtrip.insert([_attempt(op, 2)])
         assert roundtrip.is_open()
         roundtrip.insert([_attempt(op, 3)])
     assert not roundtrip.is_open()
-    assert len([q for q in queries if "INSERT" in q["sql"]]) == 1
+    assert sent.without("SAVEPOINT", "RELEASE") == [[sent.statements[1]] * 3], sent.exchanges
     assert Attempt.objects.filter(operation=op).count() == 3
 
 

@@ -104,6 +104,23 @@ def test_the_first_connection_starts_the_embedded_server():
     assert connected["database_url"].startswith("postgresql://postgres")
 
 
+PREPARING = """
+import json
+import django
+django.setup()
+from django.conf import settings
+print(json.dumps(settings.DATABASES["default"]["OPTIONS"].get("prepare_threshold")))
+"""
+
+
+@pytest.mark.slow  # a Python of its own
+def test_prepared_statements_are_on_unless_turned_off():
+    """config.roundtrip's statements are prepared when the connection's prepare_threshold is
+    set (only they ask for it); DB_PREPARED_STATEMENTS=0 leaves it None, psycopg's off."""
+    assert _load_settings(PREPARING) == 2**31 - 1
+    assert _load_settings(PREPARING, DB_PREPARED_STATEMENTS="0") is None
+
+
 def test_check_deploy_warns_when_the_test_equipment_is_installed():
     """A test run installs it, so the check speaks; without it (HANDOVER_DEV_TOOLS=0),
     tests/foundation/test_settings.py's production check --deploy is clean."""

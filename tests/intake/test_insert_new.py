@@ -5,11 +5,11 @@ import uuid
 
 import pytest
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from config import roundtrip
 from intake.models import Enquiry, Revision
+from tests import wire
 
 pytestmark = pytest.mark.django_db
 
@@ -61,10 +61,11 @@ def test_the_rows_equal_what_the_orm_writes_in_one_round_trip():
     by_orm_revision.save()
     fast, fast_revision = _pair(now)
 
-    with CaptureQueriesContext(connection) as queries:
+    with wire.sent(connection) as sent:
         _insert_new(fast, fast_revision)
 
-    assert len([q for q in queries if "INSERT" in q["sql"]]) == 1
+    writes = [ex for ex in sent.without() if ex[0].startswith("INSERT")]
+    assert len(writes) == 1 and len(writes[0]) == 2, sent.exchanges
     assert _row(Enquiry, fast.pk) == _row(Enquiry, by_orm.pk)
     assert _row(Revision, fast_revision.pk) == _row(Revision, by_orm_revision.pk)
     assert Revision.objects.get(pk=fast_revision.pk).enquiry_id == fast.pk
@@ -103,13 +104,13 @@ def test_a_new_event_is_two_round_trips_of_writes(post_event):
         b'{"email": "ada@example.org", "message": "My bin was not emptied.", "consent": true, '
         b'"documents": [{"id": "doc-1", "version": "3"}]}'
     )
-    with CaptureQueriesContext(connection) as queries:
+    with wire.sent(connection) as sent:
         response = post_event(body)
     assert response.status_code == 202, response.content
-    writes = [q["sql"] for q in queries if q["sql"].startswith(("INSERT", "UPDATE"))]
-    assert len(writes) == 2, writes
-    assert writes[0].startswith("INSERT INTO intake_intakeevent")
-    batch = writes[1]
+    writes = [ex for ex in sent.without() if ex[0].startswith(("INSERT", "UPDATE"))]
+    assert len(writes) == 2, sent.exchanges
+    assert writes[0] == [writes[0][0]] and writes[0][0].startswith("INSERT INTO intake_intakeevent")
+    batch = " ".join(writes[1])
     for table in (
         "intake_enquiry",
         "intake_revision",

@@ -1,11 +1,10 @@
 """ledger.queueing: the task names and the ORM broker the workers take tasks from."""
 
-from contextlib import contextmanager
-
 import pytest
 from django_q.models import OrmQ
 
 from ledger.queueing import EXECUTE
+from tests import wire
 
 
 @pytest.mark.django_db
@@ -174,33 +173,6 @@ def test_one_dequeue_hands_out_a_task_for_each_worker(settings):
     assert [pk for pk, _ in broker.dequeue()] == due[workers:]
 
 
-@contextmanager
-def _sent(connection):
-    """The statements ``connection`` sends to PostgreSQL inside the block, as libpq's own trace
-    of the protocol records them (the health check's ``SELECT 1`` is sent past Django's
-    cursor wrappers, so only the wire sees it)."""
-    import os
-    import tempfile
-
-    from psycopg import pq
-
-    statements: list[str] = []
-    connection.ensure_connection()
-    pgconn = connection.connection.pgconn
-    with tempfile.TemporaryFile() as trace:
-        pgconn.trace(os.dup(trace.fileno()))  # libpq closes what it is given
-        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-        try:
-            yield statements
-        finally:
-            pgconn.untrace()
-        trace.seek(0)
-        for line in trace.read().decode().splitlines():
-            fields = line.split("\t")
-            if fields[0] == "F" and fields[2] in ("Query", "Parse"):
-                statements.append(fields[3].strip().strip('"'))
-
-
 def _queued(n):
     from django.utils import timezone
     from django_q.conf import Conf
@@ -229,18 +201,19 @@ def test_the_broker_checks_its_connection_once_per_interval_not_before_each_stat
     broker.CHECK_SECONDS = 3600  # within the interval whatever this machine's speed
     first, *rest = _queued(4)
     broker.acknowledge(first)  # the first statement is checked
-    with _sent(connection) as statements:
+    with wire.sent(connection) as sent:
         for pk in rest:
             broker.acknowledge(pk)
+    statements = sent.statements  # Django's health check is sent past its cursor wrappers
     assert len(statements) == 3 and all(s.startswith("DELETE FROM") for s in statements)
     assert not OrmQ.objects.exists()
 
     broker.CHECK_SECONDS = 0  # every statement past the interval: Django's check each time
     tasks = _queued(2)
-    with _sent(connection) as statements:
+    with wire.sent(connection) as sent:
         for pk in tasks:
             broker.acknowledge(pk)
-    assert [s.split()[0] for s in statements] == ["SELECT", "DELETE", "SELECT", "DELETE"]
+    assert [s.split()[0] for s in sent.statements] == ["SELECT", "DELETE", "SELECT", "DELETE"]
 
 
 @pytest.mark.django_db(transaction=True)

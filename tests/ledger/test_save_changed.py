@@ -7,8 +7,6 @@ the engine is run here one step at a time (one transaction), and every operation
 saved is read back: each field of the instance, as the step left it, must be what the row holds.
 """
 
-import re
-
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -20,6 +18,7 @@ from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, Lookup
 from ledger.execution import executing, locking, outcomes, reconciling
 from ledger.models import Operation, OperationState
 from ledger.worker import worker_actor
+from tests import wire
 
 MODULES = (executing, outcomes, reconciling, effects)
 
@@ -176,31 +175,24 @@ def test_an_enquiry_transition_does_not_rewrite_the_whole_row(approved_enquiry):
     what the transition changed: not its text, so PostgreSQL does not recompute its stored
     search vector (intake.models.Enquiry.search_vector) on each step."""
     _enquiry, op = approved_enquiry()
-    with CaptureQueriesContext(connection) as claim:
+    with wire.sent(connection) as claim:
         _op, attempt, _shortcut = executing.claim(op.pk)
-    with CaptureQueriesContext(connection) as confirm:
+    with wire.sent(connection) as confirm:
         executing.record_success(op.pk, attempt, CallResult(201, "c", "", {}), actor="system:t")
-    for queries in (claim, confirm):
-        [update] = _statements(queries, 'UPDATE "intake_enquiry"')
+    for sent in (claim, confirm):
+        [update] = [s for s in sent.statements if s.startswith('UPDATE "intake_enquiry"')]
         assert '"state"' in update
         assert '"message"' not in update and '"name"' not in update and '"email"' not in update
-        [update] = _statements(queries, 'UPDATE "ledger_operation"')
+        [update] = [s for s in sent.statements if s.startswith('UPDATE "ledger_operation"')]
         assert '"state"' in update and '"payload"' not in update
         # Each step's writes (the attempt, the operation, the enquiry, the journal) went to
         # PostgreSQL in one round trip after the lock (config.roundtrip).
-        writes = [q["sql"] for q in queries if q["sql"].startswith(("INSERT", "UPDATE"))]
-        assert len(writes) == 1, writes
-        assert "ledger_journalentry" in writes[0] and "ledger_attempt" in writes[0]
-
-
-def _statements(queries, prefix):
-    """The statements starting with ``prefix``, also where several went in one message."""
-    return [
-        statement
-        for q in queries
-        for statement in re.split(r"; (?=INSERT INTO |UPDATE )", q["sql"])
-        if statement.startswith(prefix)
-    ]
+        exchanges = sent.without("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT")
+        [lock] = [i for i, ex in enumerate(exchanges) if ex[0].startswith("WITH enquiry AS")]
+        writes = [ex for ex in exchanges if ex[0].startswith(("INSERT", "UPDATE"))]
+        assert len(writes) == 1 and exchanges.index(writes[0]) == lock + 1, exchanges
+        tables = " ".join(writes[0])
+        assert "ledger_journalentry" in tables and "ledger_attempt" in tables
 
 
 def test_save_changed_writes_a_json_value_changed_in_place_and_nothing_when_nothing_changed(
