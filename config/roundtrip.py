@@ -248,7 +248,11 @@ class _Logged(CursorDebugWrapper):
     # Django's debug wrapper logs the query a client-side cursor composed; this cursor composed
     # none (its parameters travel apart), so the log gets the statement with its values here.
     def execute(self, sql, params=None):
-        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+        try:
+            logged = self.db.ops.compose_sql(sql, params)
+        except Exception:  # a value psycopg cannot quote: the execution itself will say why
+            logged = sql
+        with self.debug_sql(logged):
             return CursorWrapper.execute(self, sql, params)
 
 
