@@ -463,7 +463,7 @@ class Document(models.Model):
 
     enquiry = models.ForeignKey(Enquiry, on_delete=models.CASCADE, related_name="attached")
     document_id = models.CharField(max_length=200)
-    version = models.CharField(max_length=40)
+    version = models.CharField(max_length=80)  # intake.payload.DOCUMENT_VERSION_MAX
     # pending, extracted, access_denied (401/403), changed (no longer this version), failed
     status = models.CharField(max_length=20, default="pending")
     # The read's own fields (a PDF form's), replaced by each read of this version.

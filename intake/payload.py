@@ -23,13 +23,15 @@ LIMITS = {
 }
 MAX_DOCUMENTS = 20
 DOCUMENT_ID_MAX = 200
-DOCUMENT_VERSION_MAX = 40
-# A document's id and version go into a URL path and query at the document store: ASCII letters,
-# digits and a few marks, starting with a letter or digit (so never "." or ".."). Documented in
-# docs/intake.md; ledger.http.path encodes every segment as well, for stored rows that predate it.
-# (The lengths are checked apart, with their own message.)
+DOCUMENT_VERSION_MAX = 80
+# A document's id goes into a URL path at the document store: ASCII letters, digits and a few
+# marks, starting with a letter or digit (so never "." or ".."). Its version goes into a query
+# (encoded) or an If-Match header (a WebDAV store's ETag): the same, and the braces and comma
+# of SharePoint's ETags ("{GUID},N"), which may start with a brace. Documented in
+# docs/intake.md; ledger.http.path encodes every segment as well, for stored rows that predate
+# it. (The lengths are checked apart, with their own message.)
 DOCUMENT_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:-]*\Z")
-DOCUMENT_VERSION = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+DOCUMENT_VERSION = re.compile(r"\A[A-Za-z0-9{][A-Za-z0-9._{},-]*\Z")
 ACCEPTED = ("name", "email", "phone", "message", "subject", "service", "documents", "consent")
 _PHONE = re.compile(r"\A\+?[0-9 ()\-.]+\Z")
 # A body can hold thousands of bad strings; the first few are enough to act on.
@@ -266,8 +268,9 @@ def _documents(value, errors) -> list:
         if not DOCUMENT_ID.match(doc_id) or not DOCUMENT_VERSION.match(version):
             problems.append(
                 f"Document {position}: write the id with letters, digits and . _ : - only, "
-                "and the version with letters, digits and . _ - only, each starting with a "
-                f"letter or digit (got {_shown(doc_id, 80)!r} version {_shown(version, 40)!r})."
+                "starting with a letter or digit, and the version with letters, digits and "
+                ". _ - { } , only, starting with a letter, a digit or { "
+                f"(got {_shown(doc_id, 80)!r} version {_shown(version, 80)!r})."
             )
             continue
         if (doc_id, version) in seen:

@@ -31,7 +31,7 @@ def integration(name) -> Integration:
 
 def _operation_key(enquiry, action, revision, detail="") -> str:
     """The operation's idempotency key. ``detail`` comes from the sender (a document's id and
-    version, up to 241 characters by docs/intake.md): when the whole key would not fit the
+    version, up to 282 characters by docs/intake.md): when the whole key would not fit the
     column, the detail is replaced by its digest, so every key fits whatever was sent. Keys
     that fit are written as they always were (stored operations are found by them)."""
     if not detail:

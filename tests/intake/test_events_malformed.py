@@ -167,6 +167,10 @@ def test_a_duplicate_key_in_a_nested_object_is_422(post_event):
         ("doc-1", "1/../2"),
         ("doc-1", "1?x=2"),
         ("doc-1", "-1"),
+        ("doc-1", '"{8E5A1D3C-4F2B-4C1A-9D3E-2B7C6A5F4E31},4"'),  # an ETag with its quotes
+        ("doc-1", "{8E5A1D3C} 4"),
+        ("doc-1", ",4"),
+        ("doc{1}", "1"),
     ],
 )
 def test_a_document_id_or_version_outside_the_character_set_is_422(post_event, doc_id, version):
@@ -184,14 +188,31 @@ def test_ids_and_versions_inside_the_character_set_are_stored(post_event):
         {"id": "doc-17", "version": "2"},
         {"id": "Lease_2024.pdf", "version": "v1.0"},
         {"id": "urn:doc:42", "version": 3},
-        {"id": "a" * 200, "version": "b" * 40},
+        {"id": "a" * 200, "version": "b" * 80},
+        # SharePoint's ETag for a file, its version: "{GUID},N" without the quotes.
+        {"id": "Permit.pdf", "version": "{8E5A1D3C-4F2B-4C1A-9D3E-2B7C6A5F4E31},12"},
     ]
     response = post_event(body_with(documents=documents))
 
     assert response.status_code == 202, response.content
     assert sorted(Document.objects.values_list("document_id", "version")) == sorted(
-        [("doc-17", "2"), ("Lease_2024.pdf", "v1.0"), ("urn:doc:42", "3"), ("a" * 200, "b" * 40)]
+        [
+            ("doc-17", "2"),
+            ("Lease_2024.pdf", "v1.0"),
+            ("urn:doc:42", "3"),
+            ("a" * 200, "b" * 80),
+            ("Permit.pdf", "{8E5A1D3C-4F2B-4C1A-9D3E-2B7C6A5F4E31},12"),
+        ]
     )
+
+
+def test_a_version_longer_than_80_characters_is_422(post_event):
+    response = post_event(body_with(documents=[{"id": "doc-1", "version": "b" * 81}]))
+
+    assert response.status_code == 422
+    (message,) = response.json()["errors"]["documents"]
+    assert "within 80 characters" in message
+    assert nothing_stored()
 
 
 # --- 5. the path without its trailing slash -----------------------------------------------------

@@ -162,10 +162,10 @@ def test_receipt_work_runs_in_workers(make_enquiry, integrations, sandbox, run_q
 
 
 def test_receipt_of_the_longest_document_id_and_version_fits_its_key(make_enquiry, integrations):
-    # docs/intake.md allows an id of 200 characters and a version of 40: the key
-    # "<uuid>:documents.extract:<id>@v<version>:r1" would be 275 characters.
+    # docs/intake.md allows an id of 200 characters and a version of 80: the key
+    # "<uuid>:documents.extract:<id>@v<version>:r1" would be 340 characters.
     enquiry = make_enquiry(receipt_pending=True)
-    long_id, long_version = "d" * 200, "9" * 40
+    long_id, long_version = "d" * 200, "{" + "9" * 78 + "}"
     Document.objects.create(enquiry=enquiry, document_id=long_id, version=long_version)
     Document.objects.create(enquiry=enquiry, document_id="lease", version="2")
     assert receipt.take_up(enquiry.pk)

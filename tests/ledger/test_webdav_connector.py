@@ -114,6 +114,18 @@ def test_a_document_id_is_one_encoded_segment_of_the_path(share, read):
     assert share.calls[0][1] == f"{BASE}/a%3Ab..c"
 
 
+def test_a_sharepoint_etag_is_asked_for_and_recognised_as_the_version(share, read):
+    """SharePoint names a file's version "{GUID},N": If-Match carries it quoted, and the
+    answer's ETag is that version."""
+    version = "{8E5A1D3C-4F2B-4C1A-9D3E-2B7C6A5F4E31},12"
+    share.then(200, etag(version), FORM)
+    op, document = read(version=version)
+    ((_method, _url, headers),) = share.calls
+    assert headers["If-Match"] == f'"{version}"'
+    assert (op.state, document.status) == (OperationState.CONFIRMED, "extracted")
+    assert op.result["version"] == version
+
+
 def test_a_changed_document_is_a_new_version_never_the_old_one(share, read):
     share.then(412, {"Content-Type": "text/html"}, b"<html>precondition failed</html>")
     share.then(200, etag("1001-1700000099-990"), b"")  # HEAD: the version there now
