@@ -3,6 +3,7 @@ action's words are its row in recovery.operator_actions."""
 
 from ledger.models import Action, Integration
 from ledger.policies import ATTENTION as POLICY_ATTENTION
+from ledger.policies import POLICIES, READ
 
 # Writes whose delay a customer feels: their record in the CRM, their acknowledgement.
 CUSTOMER_AFFECTING_ACTIONS = (Action.CREATE_ENQUIRY, Action.SEND_NOTICE, Action.CLOSE_ENQUIRY)
@@ -37,6 +38,13 @@ def in_sentence(label: str) -> str:
     if len(label) > 1 and label[1].isupper():
         return label
     return label[:1].lower() + label[1:]
+
+
+def held_noun(integration_name: str) -> str:
+    """What an integration's held operations are, in a word, by its actions' policies: "read"
+    where it only reads (documents, appointments), "write" otherwise (the CRM, notices)."""
+    kinds = {p.kind for p in POLICIES.values() if p.integration == integration_name}
+    return "read" if kinds == {READ} else "write"
 
 
 def outcome_label(outcome: str | None) -> str:

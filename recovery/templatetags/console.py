@@ -100,6 +100,11 @@ def button_label(action):
 
 
 @register.filter
+def held_noun(integration_name):
+    return words.held_noun(integration_name)
+
+
+@register.filter
 def changes_external(action):
     return operator_actions.changes_external(action)
 

@@ -319,6 +319,22 @@ def test_next_must_stay_in_the_console(story, client_for, back):
 # --- integrations: pause, resume via the backlog review, release --------------------------------
 
 
+def test_held_document_reads_are_called_reads_not_writes(story, client_for, integrations_rows):
+    """The documents integration only reads: what a pause holds there is said to be reads, on
+    the queue, the integrations page and the backlog; the CRM's stay writes."""
+    op = story.operation("approved", action="documents.extract", integration="documents")
+    admin = client_for("admin")
+    admin.post(reverse("recovery:pause", args=["documents"]), {"reason": "share moved"})
+    op.refresh_from_db()
+    assert op.held
+    queue = text(admin.get(reverse("recovery:queue")))
+    assert "1 read held while paused" in queue and "write held" not in queue
+    page = text(admin.get(reverse("recovery:integrations")))
+    assert "Held reads" in page and "Held writes" in page  # documents; the CRM and the rest
+    backlog = text(admin.get(reverse("recovery:backlog", args=["documents"])))
+    assert "These reads wait" in backlog and "write" not in backlog
+
+
 def test_pause_resume_review_release(story, client_for, integrations_rows):
     op = story.operation("approved")
     admin = client_for("admin")
