@@ -30,7 +30,7 @@ def test_a_reviewer_sees_the_fields_read_and_corrects_one(page, story, make_user
     Document.objects.create(
         enquiry=enquiry,
         document_id="tenancy-agreement.pdf",
-        version="2146808-1796171100-1204",
+        version="{8E5A1D3C-4F2B-4C1A-9D3E-2B7C6A5F4E31},12",  # SharePoint's ETag form
         status="extracted",
         content_type="application/pdf",
         text="Tenancy agreement between the council and " + "A Resident " * 40,
@@ -38,7 +38,7 @@ def test_a_reviewer_sees_the_fields_read_and_corrects_one(page, story, make_user
     Document.objects.create(
         enquiry=enquiry,
         document_id="photo-" + "x" * 150 + ".pdf",
-        version="2146809-1796171100-100",
+        version="2146809-1796171100-100-" + "9" * 57,  # the longest a version may be: 80
         status="access_denied",
         error="401: Not authorized (the share's credentials were changed)",
     )
