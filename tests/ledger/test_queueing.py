@@ -48,15 +48,25 @@ def test_the_orm_broker_hands_a_task_out_once_until_its_lock_passes(settings, mo
     assert sorted(OrmQ.objects.values_list("pk", flat=True)) == sorted([delayed, second])
 
 
+_PAYLOADS: dict[int, str] = {}
+
+
+def _payload(n):
+    """Task n's signed package, the same text every time it is asked for (the signature holds
+    the second it was made: two brokers' runs compare the payloads they hand out)."""
+    from django_q.signing import SignedPackage
+
+    if n not in _PAYLOADS:
+        _PAYLOADS[n] = SignedPackage.dumps({"func": EXECUTE, "args": (f"op-{n}",), "kwargs": {}})
+    return _PAYLOADS[n]
+
+
 def _rows(key, now):
     """Three due tasks, one locked by a pusher, one delayed: (due IDs, every ID)."""
     from datetime import timedelta
 
-    from django_q.signing import SignedPackage
-
     def task(n, lock):
-        payload = SignedPackage.dumps({"func": EXECUTE, "args": (f"op-{n}",), "kwargs": {}})
-        return OrmQ.objects.create(key=key, payload=payload, lock=lock).pk
+        return OrmQ.objects.create(key=key, payload=_payload(n), lock=lock).pk
 
     due = [task(n, now - timedelta(seconds=10 - n)) for n in range(3)]
     others = [task(3, now + timedelta(seconds=30)), task(4, now + timedelta(minutes=5))]
