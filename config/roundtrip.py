@@ -61,11 +61,7 @@ class _Batch:
             return
         statements, self.statements = self.statements, []
         if len(statements) == 1:
-            sql, params, then = statements[0]
-            with prepared_cursor(self.alias) as cursor:
-                cursor.execute(sql, params)
-                if then is not None:
-                    then(cursor)
+            _run(self.alias, *statements[0])
             return
         connection = connections[self.alias]
         cursors = [_cursor(self.alias) for _ in statements]
@@ -123,8 +119,12 @@ def execute(sql: str, params: list, then: Callable | None = None, using: str = "
     if batch is not None and batch.alias == using:
         batch.add(sql, list(params), then)
         return
+    _run(using, sql, list(params), then)
+
+
+def _run(using, sql, params, then):
     with prepared_cursor(using) as cursor:
-        cursor.execute(sql, list(params))
+        cursor.execute(sql, params)
         if then is not None:
             then(cursor)
 

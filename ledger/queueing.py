@@ -211,17 +211,18 @@ def _push(func: str, arg: str, at) -> bool:
     if uses_orm_broker():
         options = {"task_name": f"{func.rsplit('.', 1)[1]}:{arg}", "group": "ledger"}
         rows = _batch.get()
-        if rows is None and roundtrip.is_open():
-            rows = []  # this task's row, queued with the transaction's other writes
-            options["broker"] = _CollectingOrmBroker(rows, at)
-            async_task(func, arg, q_options=options)
-            roundtrip.insert(rows, using=Conf.ORM)
-            return True
+        # Outside batched() but inside a config.roundtrip block: this task's row is queued
+        # with the transaction's other writes.
+        own = rows is None and roundtrip.is_open()
+        if own:
+            rows = []
         if rows is not None:
             options["broker"] = _CollectingOrmBroker(rows, at)
         elif at is not None:
             options["broker"] = _DelayedOrmBroker(at)
         async_task(func, arg, q_options=options)
+        if own:
+            roundtrip.insert(rows, using=Conf.ORM)
     elif at is not None:
         return False
     else:
