@@ -1,0 +1,101 @@
+"""Who could not be told: the people whose latest message from Handover was not sent, named on
+the dashboard ("Not told: casey — the relay refused the message at 10:15 GMT"), until a later
+message to them is sent (recovery.digest carries what it listed into the next window's).
+
+Also named: a person with something to tell and no e-mail address (an admin sets one on the
+people page). A person who turned their messages off is not: that is their choice, and the
+queue still shows what needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from ledger.models import Operation, OperationState
+from recovery import timefmt
+from recovery.digest import LOOKBACK, digests, goes_again, not_sent
+from recovery.models import NoticePreference, OperatorNotice
+
+
+@dataclass
+class Untold:
+    person: object
+    why: str  # in words: "the relay refused the message"
+    at: datetime | None  # when it was last tried
+    operation: Operation | None  # the message not sent (its page), None: no address
+    again: bool  # goes again at the next window by itself
+
+    @property
+    def when(self) -> str:
+        return timefmt.local(self.at, date=False) if self.at else ""
+
+
+def why_not_told(op) -> str:
+    """Why a message was not sent, in a few plain words (its technical detail is on its page)."""
+    kind, status = op.last_error_class, op.last_error_status
+    if op.state == OperationState.UNKNOWN:
+        return "the relay never answered after the message went; it may have arrived"
+    if op.attention == "delivery_failed":
+        return "the message could not be delivered"
+    if kind == "auth":
+        return "the relay refused Handover's log-in"
+    if kind == "transient" and status is None:
+        return "the relay could not be reached"
+    if kind == "transient":
+        return f"the relay refused the message for now ({status})"
+    if kind == "invalid" and status and "recipient" in (op.last_error_message or ""):
+        return f"the relay refused the address ({status})"
+    if kind == "invalid" and status:
+        return f"the relay refused the message ({status})"
+    return "the message could not be sent"
+
+
+def _latest_digests():
+    """Each person's newest message to operators that was tried and not sent, or whose outcome
+    is unknown: one per person (DISTINCT ON the key's person), through those few rows only."""
+    later = digests().filter(
+        payload__person=OuterRef("payload__person"), created_at__gt=OuterRef("created_at")
+    )
+    return (
+        digests()
+        .filter(
+            Q(state__in=[OperationState.FAILED, OperationState.UNKNOWN])
+            | Q(state=OperationState.APPROVED, attempt_count__gt=0)
+            | Q(state=OperationState.APPROVED, payload__has_key="earlier")
+        )
+        .filter(~Exists(later))
+    )
+
+
+def untold(now=None) -> list[Untold]:
+    now = now or timezone.now()
+    found = {}
+    users = get_user_model().objects
+    for op in _latest_digests():
+        person_id = int(op.idempotency_key.split(":")[1])
+        earlier = (op.payload or {}).get("earlier")
+        if not_sent(op) or op.state == OperationState.UNKNOWN:
+            found[person_id] = (op, why_not_told(op), op.last_attempted_at)
+        elif earlier:  # made to carry a message that was not sent; not tried yet
+            found[person_id] = (op, earlier.get("why", ""), None)
+    people = users.in_bulk(found)
+    rows = []
+    for person_id, (op, why, at) in found.items():
+        person = people.get(person_id)
+        if person is None or not person.is_active:
+            continue
+        again = op.state == OperationState.APPROVED or goes_again(op, person.email)
+        rows.append(Untold(person, why, at or op.created_at, op, again))
+    # Something to tell and nowhere to send it.
+    off = NoticePreference.objects.filter(enabled=False).values("user_id")
+    waiting = OperatorNotice.objects.filter(
+        operation__isnull=True, left_out="", created_at__gte=now - LOOKBACK
+    ).values("user_id")
+    for person in users.filter(pk__in=waiting, is_active=True, email="").exclude(pk__in=off):
+        rows.append(Untold(person, "no e-mail address", None, None, False))
+    return sorted(rows, key=lambda r: r.person.get_username())
