@@ -45,6 +45,7 @@ from ledger.notices import OPERATOR_DIGEST
 from ledger.proposals import notice_payload
 from ledger.services import cancel_operation, propose_message
 from recovery import ownership, timefmt
+from recovery.metrics import stale_queues
 from recovery.models import NoticePreference, OperatorNotice, Queue
 from recovery.queue.policies import Policies
 from recovery.words import GROUP_ATTENTION, action_label
@@ -111,6 +112,26 @@ def goes_again(op, address: str) -> bool:
     return op.state == OperationState.FAILED and (op.payload or {}).get("to") != address
 
 
+def why_not_told(op) -> str:
+    """Why a message was not sent, in a few plain words (its technical detail is on its page)."""
+    kind, status = op.last_error_class, op.last_error_status
+    if op.state == OperationState.UNKNOWN:
+        return "the relay never answered after the message went; it may have arrived"
+    if op.attention == "delivery_failed":
+        return "the message could not be delivered"
+    if kind == "auth":
+        return "the relay refused Handover's log-in"
+    if kind == "transient" and status is None:
+        return "the relay could not be reached"
+    if kind == "transient":
+        return f"the relay refused the message for now ({status})"
+    if kind == "invalid" and status and "recipient" in (op.last_error_message or ""):
+        return f"the relay refused the address ({status})"
+    if kind == "invalid" and status:
+        return f"the relay refused the message ({status})"
+    return "the message could not be sent"
+
+
 # --- what each item is now ----------------------------------------------------------------------
 
 
@@ -136,8 +157,6 @@ class _Now:
         }
         self.flags = {}
         if by_kind["queue"]:
-            from recovery.metrics import stale_queues
-
             self.flags = {f.queue: f for f in stale_queues(now)}
         self.policies = Policies.load()
         # A queue's owner as _uninspected in recovery.notices reads it: its row's, else the
@@ -210,9 +229,8 @@ class _Now:
         if owner_id != user.pk:
             return None, SOMEONE_ELSE
         opened = timefmt.local(flag.last_opened) if flag.last_opened else "never"
-        waiting = f"; {flag.items} item{'s' if flag.items != 1 else ''} wait in it" * bool(
-            flag.items
-        )
+        many = flag.items != 1
+        waiting = f"; {flag.items} item{'s' * many} wait{'s' * (not many)} in it" * bool(flag.items)
         return {
             "title": f"Nobody opened the queue “{flag.label}” (last opened: {opened}){waiting}",
             "link": queue_link(flag.queue),
@@ -357,8 +375,6 @@ def _send_one(user, now, minutes):
 def _earlier_words(earlier) -> dict:
     if not earlier:
         return {}
-    from recovery.untold import why_not_told
-
     first = min(earlier, key=lambda o: o.created_at)
     return {
         "earlier": {

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from ledger.models import Operation, OperationState
 from recovery import timefmt
-from recovery.digest import LOOKBACK, digests, goes_again, not_sent
+from recovery.digest import LOOKBACK, digests, goes_again, not_sent, why_not_told
 from recovery.models import NoticePreference, OperatorNotice
 
 
@@ -32,27 +32,11 @@ class Untold:
 
     @property
     def when(self) -> str:
-        return timefmt.local(self.at, date=False) if self.at else ""
-
-
-def why_not_told(op) -> str:
-    """Why a message was not sent, in a few plain words (its technical detail is on its page)."""
-    kind, status = op.last_error_class, op.last_error_status
-    if op.state == OperationState.UNKNOWN:
-        return "the relay never answered after the message went; it may have arrived"
-    if op.attention == "delivery_failed":
-        return "the message could not be delivered"
-    if kind == "auth":
-        return "the relay refused Handover's log-in"
-    if kind == "transient" and status is None:
-        return "the relay could not be reached"
-    if kind == "transient":
-        return f"the relay refused the message for now ({status})"
-    if kind == "invalid" and status and "recipient" in (op.last_error_message or ""):
-        return f"the relay refused the address ({status})"
-    if kind == "invalid" and status:
-        return f"the relay refused the message ({status})"
-    return "the message could not be sent"
+        """The time alone today, the date and time before."""
+        if self.at is None:
+            return ""
+        today = timezone.localdate() == timezone.localtime(self.at).date()
+        return timefmt.local(self.at, date=not today)
 
 
 def _latest_digests():

@@ -181,3 +181,45 @@ def test_credentials_refused_tells_the_integrations_owner(
     assert mail.stats()["received"] == 1
     text = mail.read(mail.messages()[0]).decode()
     assert "Refused Handover's credentials" in text
+
+
+def test_a_message_the_relay_refused_goes_again_at_the_next_window_and_arrives_once(
+    email_integration, mail, make_user, make_enquiry, integrations, run_queue, client
+):
+    from recovery.digest import not_sent
+    from tests.ledger.factories import make_operation
+
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    item = make_operation(make_enquiry(), "failed", integration=Integration.objects.get(name="crm"))
+    reassign_operation(item.pk, actor=admin, reason="yours", owner=casey)
+    mail.fault("refuse")  # nothing listens until the faults are cleared
+    now = timezone.now()
+    notices.run(now)
+    [first] = digests(casey)
+    run_queue(until=lambda: not_sent(Operation.objects.get(pk=first.pk)))
+    assert mail.stats()["received"] == 0
+    client.force_login(admin)
+    page = client.get("/console/dashboard/").content.decode()
+    assert "Not told: <strong" in page and ">casey</strong>" in page
+    assert "the relay could not be reached" in page
+
+    mail.clear_faults()
+    notices.run(now + timedelta(minutes=1))  # the same window: nothing more yet
+    assert digests(casey).count() == 1
+    notices.run(now + timedelta(minutes=settings.OPERATOR_NOTICE_MINUTES, seconds=1))
+    second = digests(casey).exclude(pk=first.pk).get()
+    run_queue(until=lambda: settled(second))
+    run_queue()  # whatever else is due: the first must not go too
+
+    first.refresh_from_db()
+    assert first.state == OperationState.CANCELLED
+    assert second.state == OperationState.CONFIRMED
+    assert second.payload["count"] == 1
+    stats = mail.stats()
+    assert stats["by_message_id"] == {ledger_notices.message_id(second.idempotency_key): 1}
+    assert stats["received"] == 1
+    text = mail.read(mail.messages()[0]).decode()
+    assert item.enquiry.reference in text
+    assert "could not be sent (the relay could not be reached)" in text
+    assert "Not told:" not in client.get("/console/dashboard/").content.decode()

@@ -32,6 +32,16 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 STOP_SECONDS = 15
 
 
+def console_url(host: str, port: int) -> str:
+    """Where people open the console that this command serves: the links in Handover's e-mail
+    (CONSOLE_URL). A wildcard address is opened on this machine."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 def password_source(seeded: bool) -> str:
     """Where the demo password came from, truly: printed above, DEMO_PASSWORD from the
     environment or from .env, or the one printed when this database was first seeded."""
@@ -83,6 +93,10 @@ class Command(BaseCommand):
             # The demo's notification integration speaks e-mail to the local relay, when its
             # row is first made (NOTIFY_KIND in the environment or .env still wins).
             os.environ.setdefault("NOTIFY_KIND", "smtp")
+        # The links in every message (operators' notices) open the console this serves, on
+        # this port, whatever .env says: the workers render them, so they inherit it.
+        console = console_url(host, port)
+        os.environ["CONSOLE_URL"] = settings.CONSOLE_URL = console
         call_command("migrate", interactive=False, verbosity=0)
         from django.contrib.auth import get_user_model
 
@@ -140,7 +154,8 @@ class Command(BaseCommand):
             if "mail" in children:
                 self.stdout.write(
                     f"E-mail goes to the local relay on {settings.EMAIL_HOST}:"
-                    f"{settings.EMAIL_PORT}; every message is kept in var/mail/."
+                    f"{settings.EMAIL_PORT}; every message is kept in var/mail/. Its links "
+                    f"open {console}/ (CONSOLE_URL)."
                 )
             self.stdout.write(
                 f"Demo logins: coordinator, reviewer, admin ({password_source(seeded)}). "
