@@ -79,7 +79,7 @@ NOTICES = {
                         "link": "/console/?state=failed",
                     },
                     {
-                        "why": "Credentials refused",
+                        "why": "You own the integration",
                         "title": "The CRM integration refused Handover's credentials",
                         "link": "/console/integrations/",
                     },

@@ -118,20 +118,25 @@ def _from_journal(now) -> list[OperatorNotice]:
                 continue  # given to someone by a hand-over, which told them (or they took it)
             # Nobody was given it: its queue's owner by the response policy, or, where the queue
             # has none, every admin (recovery.ownership).
-            users = ownership.item_owner(op).people()
+            owner = ownership.item_owner(op)
+            users = owner.people()
             # Its error text is the message's technical detail, read when the message is made.
-            what = "Needs you: nobody was given it"
+            what = (
+                "Its queue has no owner: it falls to the admins"
+                if owner.to_admins
+                else "Nobody was given it: its queue is yours"
+            )
         elif row.action == CREDENTIALS:
             users = [people.get(evidence.get("owner"))]
             kind = OperatorNotice.CREDENTIALS
-            what = "Refused Handover's credentials"
+            what = "You own the integration"
         for user in users:
             if user is None:
                 continue
             if row.action == CREDENTIALS:
                 link = reverse("recovery:integrations")
                 integration = Integration.objects.filter(pk=row.subject_id).first()
-                title = f"The {integration} integration" if integration else "An integration"
+                title = f"The {integration or 'unnamed'} integration refused Handover's credentials"
                 subject = f"integration:{integration.name}" if integration else ""
                 key = f"journal:{row.pk}:{user.pk}"
             else:
@@ -144,7 +149,9 @@ def _from_journal(now) -> list[OperatorNotice]:
                     user=user,
                     kind=kind,
                     key=key[:200],
-                    title=f"{what}: {title}"[:300],
+                    title=(title if kind == OperatorNotice.CREDENTIALS else f"{what}: {title}")[
+                        :300
+                    ],
                     link=link,
                     subject=subject,
                     why=what[:300],

@@ -180,7 +180,8 @@ def test_credentials_refused_tells_the_integrations_owner(
     run_queue(until=lambda: settled(digest))
     assert mail.stats()["received"] == 1
     text = mail.read(mail.messages()[0]).decode()
-    assert "Refused Handover's credentials" in text
+    assert "integration refused Handover's credentials" in text
+    assert "You own the integration" in text
 
 
 def test_a_message_the_relay_refused_goes_again_at_the_next_window_and_arrives_once(
