@@ -6,7 +6,8 @@ kept in var/mail/*.eml), a django-q2 cluster and the web server. A new database 
 demo once the sandbox and the relay are started and before the cluster is, so the records its
 stories name are made there (seed_demo --make-records). If any child dies, everything stops: a
 half-running product is worse than a stopped one. If this process itself dies, even by SIGKILL, each
-child is sent SIGTERM (on Linux), for the same reason.
+child is sent SIGTERM (on Linux), for the same reason. Its children get ``CONSOLE_URL`` set to
+where it serves (``--host``, ``--port``), so the links in the e-mail they send open this console.
 
 Development only, like the sandbox and the relay it starts: it is a command of ``harness``,
 installed for development and the tests only (config/settings.py, DEV_TOOLS). A
