@@ -28,7 +28,7 @@ again by this: a person looks, as for any e-mail.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -56,6 +56,9 @@ DIGEST_ITEMS = 50  # the message lists the first 50 and counts the rest
 DETAIL_CHARS = 160  # a line's technical detail, at most
 ACTOR = "system:notices"
 RESOLVED, SOMEONE_ELSE = "resolved", "someone else's"
+# A notice as the message reads it (a row's columns, not a model object: a person may have
+# thousands).
+_Notice = namedtuple("_Notice", "pk kind subject why title link")
 
 
 def enabled(user) -> bool:
@@ -237,12 +240,12 @@ class _Now:
         }, ""
 
 
-def lines(notices, user, now) -> tuple[list[dict], dict, dict]:
-    """(the message's lines, {line index: [notice ids]}, {why left out: [notice ids]}) for a
-    person's notices, oldest first: one line per subject, with every reason it is news."""
+def lines(notices, user, now) -> tuple[list[dict], dict]:
+    """(the message's lines, {why left out: [notice ids]}) for a person's notices, oldest
+    first: one line per subject, with every reason it is news."""
     current = _Now(notices, now)
     kinds = dict(OperatorNotice.KINDS)
-    found, carried, left = [], {}, defaultdict(list)
+    found, left = [], defaultdict(list)
     where, gone = {}, {}
     for n in notices:
         subject = n.subject or f"notice:{n.pk}"
@@ -259,14 +262,12 @@ def lines(notices, user, now) -> tuple[list[dict], dict, dict]:
                 continue
             index = where[subject] = len(found)
             found.append({**line, "why": []})
-            carried[index] = []
-        carried[index].append(n.pk)
         why = n.why or kinds.get(n.kind, n.kind)
         if why not in found[index]["why"]:
             found[index]["why"].append(why)
     for line in found:
         line["why"] = "; ".join(line["why"])
-    return found, carried, dict(left)
+    return found, dict(left)
 
 
 # --- the message ----------------------------------------------------------------------------------
@@ -277,14 +278,24 @@ def send(now=None) -> list[Operation]:
     as a notify.send operation (no enquiry) approved and enqueued with its notices marked."""
     now = now or timezone.now()
     minutes = settings.OPERATOR_NOTICE_MINUTES
-    pending = OperatorNotice.objects.filter(
-        Q(operation__isnull=True, created_at__gte=now - LOOKBACK)
-        | Q(
-            operation__enquiry__isnull=True,
-            operation__state__in=[OperationState.FAILED, OperationState.APPROVED],
-        ),
-        left_out="",
-    ).values("user_id")
+    # Two reads, each through its own path: the notices no message carries yet (the partial
+    # index notice_pending), and those of messages tried and not sent (from the few such rows).
+    pending = set(
+        OperatorNotice.objects.filter(
+            operation__isnull=True, created_at__gte=now - LOOKBACK, left_out=""
+        )
+        .order_by()
+        .values_list("user_id", flat=True)
+        .distinct()
+    )
+    not_sent_yet = digests().filter(
+        state__in=[OperationState.FAILED, OperationState.APPROVED], attempt_count__gt=0
+    )
+    pending.update(
+        OperatorNotice.objects.filter(operation__in=not_sent_yet, left_out="").values_list(
+            "user_id", flat=True
+        )
+    )
     sent = []
     for user in get_user_model().objects.filter(pk__in=pending, is_active=True).order_by("pk"):
         if not user.email or not enabled(user):
@@ -313,31 +324,32 @@ def _carried(user) -> list[Operation]:
 
 def _send_one(user, now, minutes):
     """The person's notices as one message, in one transaction: the notices not yet in a message
-    and those of earlier messages that go again, locked and read again as they are now; the
-    message proposed; its notices marked, the left-out ones marked with why, the earlier
-    messages cancelled. If the window's message exists already (made by a concurrent sender, or
-    earlier in this window), nothing is sent now: the transaction rolls back and the notices
-    wait for the next run. A crash rolls everything back the same way."""
+    and those of earlier messages that go again, read again as they are now; the left-out ones
+    marked with why; the message proposed; its notices marked; the earlier messages cancelled.
+    If the window's message exists already (made by a concurrent sender, or earlier in this
+    window), or a mark does not carry exactly what was read (a notice came or went meanwhile),
+    nothing is sent now: the transaction rolls back and the notices wait for the next run. A
+    crash rolls everything back the same way."""
     window = window_start(now, minutes)
     try:
         with transaction.atomic():
             earlier = _carried(user)
-            notices = list(
-                OperatorNotice.objects.filter(
-                    Q(operation__isnull=True, created_at__gte=now - LOOKBACK)
-                    | Q(operation__in=earlier),
-                    user=user,
-                    left_out="",
-                )
-                .select_for_update(of=("self",))
-                .order_by("created_at", "pk")
-                .only("pk", "kind", "subject", "why", "title", "link", "created_at")
+            theirs = OperatorNotice.objects.filter(
+                Q(operation__isnull=True, created_at__gte=now - LOOKBACK)
+                | Q(operation__in=earlier),
+                user=user,
+                left_out="",
             )
+            notices = [
+                _Notice(*row)
+                for row in theirs.order_by("created_at", "pk").values_list(*_Notice._fields)
+            ]
             if not notices:
                 return None
-            found, carried, left = lines(notices, user, now)
+            found, left = lines(notices, user, now)
             for why_not, ids in left.items():
-                OperatorNotice.objects.filter(pk__in=ids).update(left_out=why_not)
+                if theirs.filter(pk__in=ids).update(left_out=why_not) != len(ids):
+                    raise _NotNow  # taken by a concurrent sender meanwhile
             gone = sum(len(ids) for ids in left.values())
             if not found:
                 _nothing_left(user, earlier, left)
@@ -358,9 +370,12 @@ def _send_one(user, now, minutes):
             op, created = propose_message(_key(user, window), payload, reason=reason, at=now)
             if not created:
                 raise _NotNow  # its message is built already: these are not in it
-            OperatorNotice.objects.filter(
-                pk__in=[pk for ids in carried.values() for pk in ids]
-            ).update(operation=op)
+            # Marked by the same condition they were read by, set-based (no list of ids): rows
+            # locked by another transaction are waited for and read again (READ COMMITTED), so a
+            # notice is marked by one message only, and the mark must carry exactly what the
+            # message was made from, or nothing is sent now.
+            if theirs.update(operation=op) != len(notices) - gone:
+                raise _NotNow
             for old in earlier:
                 cancel_operation(
                     old.pk,
