@@ -96,11 +96,14 @@ def queue_link(queue: str) -> str:
 
 
 def not_sent(op) -> bool:
-    """Tried and not sent for now: failed, or waiting on e-mail's back-off after a refusal."""
+    """Tried and not sent for now: failed, or waiting on e-mail's back-off after the relay
+    refused it or could not be reached (``transient``)."""
     if op.state == OperationState.FAILED:
         return True
     return (
-        op.state == OperationState.APPROVED and op.attempt_count > 0 and bool(op.last_error_class)
+        op.state == OperationState.APPROVED
+        and op.attempt_count > 0
+        and op.last_error_class == "transient"
     )
 
 
@@ -119,7 +122,7 @@ def why_not_told(op) -> str:
     """Why a message was not sent, in a few plain words (its technical detail is on its page)."""
     kind, status = op.last_error_class, op.last_error_status
     if op.state == OperationState.UNKNOWN:
-        return "the relay never answered after the message went; it may have arrived"
+        return "the relay never answered once the message had gone (it may have arrived)"
     if op.attention == "delivery_failed":
         return "the message could not be delivered"
     if kind == "auth":
