@@ -73,7 +73,7 @@ NOTICES = {
                         "detail": "retry_budget_exhausted: 503: service unavailable",
                     },
                     {
-                        "why": "A queue of yours nobody opened",
+                        "why": "You own the queue",
                         "title": "Nobody opened the queue \u201cOperation failed\u201d (last "
                         "opened: never); 4 items wait in it",
                         "link": "/console/?state=failed",

@@ -159,7 +159,10 @@ class _Now:
             e.reference: e for e in Enquiry.objects.filter(reference__in=by_kind["enquiry"])
         }
         self.integrations = {
-            i.name: i for i in Integration.objects.filter(name__in=by_kind["integration"])
+            i.name: i
+            for i in Integration.objects.filter(
+                name__in=by_kind["integration"] | by_kind["backlog"]
+            )
         }
         self.flags = {}
         if by_kind["queue"]:
@@ -187,6 +190,8 @@ class _Now:
             return self._enquiry(self.enquiries.get(key), user)
         if kind == "queue":
             return self._queue(self.flags.get(key), user)
+        if kind == "backlog":
+            return self._backlog(self.integrations.get(key), user)
         if kind == "integration":
             found = self.integrations.get(key)
             if found is None:
@@ -215,6 +220,17 @@ class _Now:
             "title": f"{op.reference}: {what} ({state})",
             "link": reverse("recovery:operation", args=[op.pk]),
             "detail": detail,
+        }, ""
+
+    def _backlog(self, integration, user):
+        if integration is None or not (integration.paused or integration.awaiting_backlog_review):
+            return None, RESOLVED
+        if not self._theirs(user, None, Queue.PAUSED, integration.pk):
+            return None, SOMEONE_ELSE
+        state = "paused" if integration.paused else "its backlog waits for review before release"
+        return {
+            "title": f"The {integration} integration: {state}",
+            "link": reverse("recovery:backlog", args=[integration.name]),
         }, ""
 
     def _enquiry(self, enquiry, user):

@@ -194,7 +194,8 @@ def _overdue(now) -> list[OperatorNotice]:
                 key=f"overdue:{kind}:{key}:{row['q_since'].isoformat()}"[:200],
                 title=f"{why}: {name} ({dict(Queue.choices).get(row['q_queue'])})"[:300],
                 link=link,
-                subject=f"{kind}:{key}"[:200],
+                # A paused integration's row is its held backlog, not the integration itself.
+                subject=f"{'backlog' if kind == queue.KIND_INTEGRATION else kind}:{key}"[:200],
                 why=why,
                 created_at=now,
             )
@@ -225,7 +226,7 @@ def _uninspected(now) -> list[OperatorNotice]:
                 title=f"Nobody opened the queue “{flag.label}” (last opened: {opened})",
                 link=queue_link(flag.queue),
                 subject=f"queue:{flag.queue}",
-                why="A queue of yours nobody opened",
+                why="You own the queue",
                 created_at=now,
             )
         )

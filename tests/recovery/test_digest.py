@@ -222,3 +222,21 @@ def test_the_queue_nobody_opened_is_linked_filtered_to_that_queue(story, casey, 
     assert line["title"].endswith("(last opened: never); 1 item waits in it")
     page = client_for("admin").get(line["link"]).content.decode()
     assert "not understood" not in page
+
+
+def test_an_overdue_paused_integration_is_told_as_its_backlog_not_as_refused_credentials(casey):
+    from ledger.models import Integration
+    from recovery.models import ResponsePolicy
+
+    now = timezone.now()
+    ResponsePolicy.objects.create(
+        queue="paused_backlog", owner=casey, response_period=timedelta(hours=1)
+    )
+    Integration.objects.filter(name="crm").update(paused=True, paused_at=now - timedelta(hours=3))
+    notices.collect(now)
+    [digest] = notices.send(now)
+
+    [line] = digest.payload["items"]
+    assert line["title"] == "The CRM integration: paused"
+    assert line["link"] == "/console/integrations/crm/backlog/"
+    assert line["why"].startswith("Overdue since ")
