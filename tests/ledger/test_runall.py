@@ -71,6 +71,7 @@ def _started_runall(tmp_path):
             stderr=out,
         )
     runall.mail = (mail_port, mail_dir)  # where its local relay listens and keeps what it gets
+    runall.port = port  # where its web server listens
     return runall, log
 
 
@@ -288,8 +289,7 @@ def test_make_run_tells_the_demo_people_at_once_with_links_to_the_port_it_serves
     import email.policy
 
     runall, log = _started_runall(tmp_path)
-    port = int(runall.cmdline()[runall.cmdline().index("--port") + 1])
-    _mail_port, mail_dir = runall.mail
+    port, (_mail_port, mail_dir) = runall.port, runall.mail
     started = []
 
     def operator_messages():
