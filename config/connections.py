@@ -132,8 +132,12 @@ class GuardedChannel(HTTPChannel):
             return None
         if phase in ("idle", "sending"):
             return "idle" if wall - self.last_activity > self.adj.channel_timeout else None
+        if self.began is None:  # never left unset in these phases; a fresh start if it were
+            self.began = now
         if phase == "headers":
             return "headers" if now - self.began > server.header_timeout else None
+        if self.body_began is None:
+            self.body_began = now
         allowed = server.body_timeout + self.request_bytes / server.body_min_rate
         return "body" if now - self.body_began > allowed else None
 
@@ -144,7 +148,7 @@ class GuardedChannel(HTTPChannel):
         if phase == "idle":
             return wall - self.last_activity
         if phase == "headers":
-            return now - self.began
+            return now - (self.began or now)
         return None
 
 
