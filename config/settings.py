@@ -63,6 +63,8 @@ MIDDLEWARE = [
     "config.busy.DatabaseBusyMiddleware",
     # Before the session, auth and every view: a NUL anywhere in the request is a 400.
     "config.inputs.RefuseNulMiddleware",
+    # Before the session and the view: a log-in POST beyond the concurrency bound is a 429.
+    "config.logins.LoginConcurrencyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -171,6 +173,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimu
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "config.security.client_ip"
+# Log-in POSTs checked at once per web process, overall and from one client address; one
+# beyond either is answered 429 at once, never queued (config/logins.py).
+LOGIN_CONCURRENCY = env_int("LOGIN_CONCURRENCY", 2, minimum=1)
+LOGIN_CONCURRENCY_PER_CLIENT = env_int("LOGIN_CONCURRENCY_PER_CLIENT", 1, minimum=1)
 # Trusted reverse proxies in front of the web nodes (0 = none: REMOTE_ADDR is the client).
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 
