@@ -7,10 +7,12 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 from pathlib import Path
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from ledger import notices
 from ledger.delivery import record_report
@@ -28,18 +30,30 @@ URL = "/delivery/mailgun/"
 pytestmark = pytest.mark.django_db
 
 
-def mailgun_event(message_id, *, event="failed", severity="permanent", key=SIGNING_KEY):
+def sign(signature: dict, key=SIGNING_KEY) -> None:
+    signature["signature"] = hmac.new(
+        key.encode(),
+        f"{signature['timestamp']}{signature['token']}".encode("utf-8", "surrogatepass"),
+        hashlib.sha256,
+    ).hexdigest()
+
+
+def mailgun_body(message_id, *, event="failed", severity="permanent", key=SIGNING_KEY, at=None):
+    """The stored Mailgun event, about ``message_id``, signed now (or at ``at``) with a token
+    of its own, as Mailgun sends each event."""
     body = json.loads((FIXTURES / "mailgun_failed_permanent.json").read_text())
     data = body["event-data"]
     data["event"], data["severity"] = event, severity
     data["message"]["headers"]["message-id"] = message_id.strip("<>")  # as Mailgun sends it
     signature = body["signature"]
-    signature["signature"] = hmac.new(
-        key.encode(),
-        f"{signature['timestamp']}{signature['token']}".encode(),
-        hashlib.sha256,
-    ).hexdigest()
-    return json.dumps(body)
+    signature["timestamp"] = str(int((at or timezone.now()).timestamp()))
+    signature["token"] = secrets.token_hex(25)
+    sign(signature, key)
+    return body
+
+
+def mailgun_event(message_id, **kwargs):
+    return json.dumps(mailgun_body(message_id, **kwargs))
 
 
 def post(client, body, auth=BASIC):
