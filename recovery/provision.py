@@ -5,27 +5,36 @@ example, with a default policy set for every queue).
 Everything goes through recovery.setup (and ledger.services for an integration's owner), so each
 change is journalled field by field with the file's reason, by ``system:provision`` or the named
 person. What already holds is left alone: running a file twice changes nothing the second time.
-The file is checked whole before anything is written; one bad value writes nothing.
+The file is checked whole before anything is written; one bad value writes nothing, and is
+told as a message naming its key (``people."a b"``, ``categories.waste.keywords``), never a
+traceback: a control character anywhere (a line break only in a description), a value the
+model's field refuses (a username, an e-mail address, a slug, a name too long), more keywords
+than a category may have, a period outside the console's bounds, a number or a nesting too large
+to read. A queue's or an integration's owner must be an active person with a console role.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from intake.models import Category
+from intake.models import Category, keyword_problem
 from ledger import journal
 from ledger import services as ledger_services
 from ledger.integrations import ensure_integrations
 from ledger.models import Integration
 from ledger.services.common import require_permission
 from recovery import setup
-from recovery.durations import NotADuration, parse_duration
+from recovery.durations import NotADuration, format_duration, parse_duration
 from recovery.models import Queue
+from recovery.setupforms import PERIOD_BOUNDS
 
 ACTOR = "system:provision"
 TOP = {"reason", "people", "categories", "queues", "integrations"}
@@ -35,8 +44,66 @@ QUEUE = {"owner", "backup_owner", "response_period", "review_cadence"}
 INTEGRATION = {"owner"}
 
 
+REASON_MAX = 2000
+
+
 class ProvisionError(ValueError):
     """The file cannot be applied: says where (``people.alice.roles``) and why."""
+
+
+def _key(name: str) -> str:
+    """A table's key as a message shows it: bare when it is a plain word, else quoted and
+    escaped (a NUL, a line break), at most 60 characters."""
+    if name.replace("-", "").replace("_", "").isalnum() and name.isascii() and len(name) <= 60:
+        return name
+    quoted = json.dumps(name)
+    return quoted if len(quoted) <= 60 else quoted[:56] + '..."'
+
+
+def _shown(value) -> str:
+    """A value as a message shows it, at most 80 characters (a 5,000-digit number's repr
+    raises ValueError before it could be cut)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _unstorable(data) -> None:
+    """Refuse, naming the key, a text the database cannot hold or a line cannot show: a NUL or
+    another control character (a line break only in a description), keys included."""
+    queue = deque([(data, "")])
+    while queue:
+        value, where = queue.popleft()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                inner = f"{where}.{_key(key)}" if where else _key(key)
+                _refuse_controls(key, inner, lines=False)
+                queue.append((item, inner))
+        elif isinstance(value, list):
+            queue.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+        elif isinstance(value, str):
+            _refuse_controls(value, where, lines=where.endswith(".description"))
+
+
+def _refuse_controls(text: str, where: str, *, lines: bool) -> None:
+    allowed = "\n\r\t" if lines else ""
+    bad = next((ch for ch in text if ch < " " or ch == "\x7f"), None)
+    if bad is not None and bad not in allowed:
+        raise ProvisionError(
+            f"{where}: remove the control character U+{ord(bad):04X} (a NUL, a line break...): "
+            "it cannot be stored or shown"
+        )
+
+
+def _field_clean(model, name: str, value, where: str):
+    """``value`` as the model's field ``name`` takes it (its length, its validators), or a
+    ProvisionError naming ``where``."""
+    try:
+        return model._meta.get_field(name).clean(value, None)
+    except ValidationError as exc:
+        raise ProvisionError(f"{where}: {' '.join(exc.messages)}") from None
 
 
 @dataclass
@@ -60,7 +127,7 @@ def _table(value, where, allowed) -> dict:
 
 def _typed(value, kind, where):
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ProvisionError(f"{where}: expected {kind.__name__}, got {value!r}")
+        raise ProvisionError(f"{where}: expected {kind.__name__}, got {_shown(value)}")
     return value
 
 
@@ -72,16 +139,25 @@ def read(path: Path) -> Plan:
         raise ProvisionError(f"{path}: cannot read it ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProvisionError(f"{path}: not TOML ({exc})") from None
+    except RecursionError:
+        raise ProvisionError(f"{path}: arrays or tables nested too deeply to read") from None
+    except ValueError as exc:  # a whole number of more than 4,300 digits
+        raise ProvisionError(f"{path}: a value cannot be read ({exc})") from None
     _table(data, "file", TOP)
+    _unstorable(data)
     reason = data.get("reason", "")
     if not isinstance(reason, str) or not reason.strip():
         raise ProvisionError("reason: every change is journalled with one; say why (a ticket)")
+    if len(reason) > REASON_MAX:
+        raise ProvisionError(f"reason: at most {REASON_MAX} characters (it has {len(reason)})")
     plan = Plan(reason=reason.strip())
     people = data.get("people", {})
     if not isinstance(people, dict):
         raise ProvisionError("people: expected a table of [people.<username>]")
+    user_model = get_user_model()
     for username, person in people.items():
-        where = f"people.{username}"
+        where = f"people.{_key(username)}"
+        _field_clean(user_model, "username", username, where)
         _table(person, where, PERSON)
         roles = person.get("roles", [])
         if not isinstance(roles, list) or any(r not in setup.ROLES for r in roles):
@@ -89,22 +165,29 @@ def read(path: Path) -> Plan:
         for key, kind in (("email", str), ("may_recover", bool), ("active", bool)):
             if key in person:
                 _typed(person[key], kind, f"{where}.{key}")
+        if "email" in person:
+            _field_clean(user_model, "email", person["email"], f"{where}.email")
         plan.people[username] = person
     categories = data.get("categories", {})
     if not isinstance(categories, dict):
         raise ProvisionError("categories: expected a table of [categories.<key>]")
     for slug, category in categories.items():
-        where = f"categories.{slug}"
+        where = f"categories.{_key(slug)}"
+        _field_clean(Category, "slug", slug, where)
         _table(category, where, CATEGORY)
         changes = {}
         for key in ("name", "description"):
             if key in category:
-                changes[key] = _typed(category[key], str, f"{where}.{key}")
+                value = _typed(category[key], str, f"{where}.{key}")
+                changes[key] = _field_clean(Category, key, value, f"{where}.{key}")
         if "keywords" in category:
             words = category["keywords"]
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
                 raise ProvisionError(f"{where}.keywords: a list of words or phrases")
             changes["keywords"] = "\n".join(w.strip() for w in words if w.strip())
+            problem = keyword_problem(changes["keywords"])
+            if problem:
+                raise ProvisionError(f"{where}.keywords: {problem}")
         for key in ("active", "books_appointments"):
             if key in category:
                 changes[key] = _typed(category[key], bool, f"{where}.{key}")
@@ -127,6 +210,12 @@ def read(path: Path) -> Plan:
                     changes[name] = parse_duration(_typed(queue[name], str, f"{where}.{name}"))
                 except NotADuration as exc:
                     raise ProvisionError(f"{where}.{name}: {exc}") from None
+                low, high = PERIOD_BOUNDS
+                if not low <= changes[name] <= high:
+                    raise ProvisionError(
+                        f"{where}.{name}: between {format_duration(low)} and "
+                        f"{format_duration(high)}, as on the console's queue page"
+                    )
         plan.queues["" if key == "default" else key] = changes
     integrations = data.get("integrations", {})
     if not isinstance(integrations, dict):
@@ -145,6 +234,18 @@ def _person(username: str, where: str, made: dict):
     user = made.get(username) or get_user_model().objects.filter(username=username).first()
     if user is None:
         raise ProvisionError(f"{where}: no person {username!r} (add them under [people])")
+    return user
+
+
+def _owner(username: str, where: str, made: dict):
+    """The person who will own a queue or an integration: one who can open the console (an
+    active person with a role), or a ProvisionError naming ``where``."""
+    user = _person(username, where, made)
+    if not (user.is_active and setup.roles_of(user)):
+        raise ProvisionError(
+            f"{where}: {username!r} has no console role ({', '.join(setup.ROLES)}) or is not "
+            f"active, so could not see what they own: give them a role under [people.{username}]"
+        )
     return user
 
 
@@ -209,14 +310,14 @@ def apply(plan: Plan, *, actor=ACTOR) -> list[str]:
             for name in ("owner", "backup_owner"):
                 if name in changes:
                     changes[name] = (
-                        _person(changes[name], f"{where}.{name}", made) if changes[name] else None
+                        _owner(changes[name], f"{where}.{name}", made) if changes[name] else None
                     )
             diff = setup.configure_policy(queue, actor=actor, reason=reason, changes=changes)
             if diff:
                 said.append(f"queue {setup.queue_key(queue)}: {', '.join(diff)}")
         for name, row in plan.integrations.items():
             owner = (
-                _person(row["owner"], f"integrations.{name}.owner", made) if row["owner"] else None
+                _owner(row["owner"], f"integrations.{name}.owner", made) if row["owner"] else None
             )
             current = Integration.objects.get(name=name)
             if current.owner_id != (owner.pk if owner else None):
