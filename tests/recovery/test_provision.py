@@ -4,11 +4,14 @@ second run changes nothing; a bad file writes nothing and says where it is wrong
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from intake.models import Category
 from ledger.models import Integration, JournalEntry
@@ -232,3 +235,71 @@ def test_the_most_keywords_allowed_are_taken(fresh, tmp_path):
     path.write_text(f'reason = "x"\n[categories.waste]\nname = "Waste"\nkeywords = [{listed}]\n')
     assert provision(str(path))[0] == 0
     assert len(Category.objects.get().keyword_list()) == KEYWORDS_MAX
+
+
+# --- any file: a message or a run, never a traceback ---------------------------------------------
+
+
+def _toml(value) -> str:
+    """A value written as TOML (JSON's string escapes are TOML's; a lone surrogate's escape is
+    not, which TOML refuses: that is a hostile file too)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+SCALAR = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(["", "alex", "admin", "1 h", "0 s", "a\x00b", "waste", "x" * 200]),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.booleans(),
+)
+VALUE = st.one_of(SCALAR, st.lists(SCALAR, max_size=4))
+TABLES = st.sampled_from(["people", "categories", "queues", "integrations", "other"])
+KEYS = st.sampled_from(
+    [
+        "roles",
+        "email",
+        "active",
+        "may_recover",
+        "name",
+        "keywords",
+        "description",
+        "owner",
+        "backup_owner",
+        "response_period",
+        "review_cadence",
+        "books_appointments",
+        "colour",
+    ]
+)
+
+
+@st.composite
+def files(draw) -> str:
+    lines = [f"reason = {_toml(draw(st.sampled_from(['go-live', '', 'x' * 3000])))}"]
+    names = st.one_of(st.sampled_from(["alex", "failed", "default", "crm", "waste"]), st.text())
+    for _ in range(draw(st.integers(0, 4))):
+        head = f"[{draw(TABLES)}.{json.dumps(draw(names))}]"
+        body = draw(st.dictionaries(KEYS, VALUE, max_size=4))
+        lines += [head, *(f"{key} = {_toml(value)}" for key, value in body.items())]
+    return "\n".join(lines) + "\n"
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(text=files())
+def test_any_file_is_a_message_or_a_run_never_a_traceback(fresh, tmp_path, text):
+    path = tmp_path / "any.toml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        provision(str(path))
+    except CommandError as refused:
+        assert "Traceback" not in str(refused)
