@@ -5,6 +5,7 @@ the signature's timestamp; each event taken once; a report's NUL or lone surroga
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -124,7 +125,7 @@ def test_an_event_signed_400_days_ago_is_refused_every_time(client, sent):  # no
     for _ in range(2):
         response = post(client, body)
         assert response.status_code == 400
-        assert "signed 34560000 s ago" in response.json()["error"]
+        assert re.match(r"The event was signed 3456000\d s ago", response.json()["error"])
     op.refresh_from_db()
     assert op.state == OperationState.CONFIRMED
     assert ProviderEvent.objects.count() == 0
