@@ -281,6 +281,10 @@ def apply(plan: Plan, *, actor=ACTOR) -> list[str]:
                 fields["is_active"] = {"from": user.is_active, "to": person["active"]}
                 user.is_active = person["active"]
             if fields:
+                roles = person.get("roles", setup.roles_of(user))
+                setup.refuse_losing_last_admin(
+                    user, stays_admin=setup.ADMIN_ROLE in roles and user.is_active
+                )
                 user.save(update_fields=[f for f in ("email", "is_active") if f in fields])
                 journal.record(
                     user,

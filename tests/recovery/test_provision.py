@@ -303,3 +303,15 @@ def test_any_file_is_a_message_or_a_run_never_a_traceback(fresh, tmp_path, text)
         provision(str(path))
     except CommandError as refused:
         assert "Traceback" not in str(refused)
+
+
+@pytest.mark.parametrize("change", ["active = false", "roles = []"])
+def test_provisioning_cannot_remove_the_last_admin(fresh, make_user, tmp_path, change):
+    make_user("admin", username="alex", is_staff=True)
+    path = tmp_path / "last.toml"
+    path.write_text(f'reason = "x"\n[people.alex]\n{change}\n')
+    with pytest.raises(CommandError, match="alex is the last active member of the admin role"):
+        provision(str(path))
+    alex = get_user_model().objects.get(username="alex")
+    assert alex.is_active and alex.groups.filter(name="admin").exists()
+    assert not JournalEntry.objects.exists()
