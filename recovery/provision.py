@@ -131,10 +131,9 @@ def _typed(value, kind, where):
     return value
 
 
-def read(path: Path) -> Plan:
-    """Parse and check the whole file; nothing is read from or written to the database."""
+def _load(path) -> dict:
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ProvisionError(f"{path}: cannot read it ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
@@ -143,6 +142,99 @@ def read(path: Path) -> Plan:
         raise ProvisionError(f"{path}: arrays or tables nested too deeply to read") from None
     except ValueError as exc:  # a whole number of more than 4,300 digits
         raise ProvisionError(f"{path}: a value cannot be read ({exc})") from None
+
+
+def _tables(data: dict, name: str, shown: str) -> dict:
+    tables = data.get(name, {})
+    if not isinstance(tables, dict):
+        raise ProvisionError(f"{name}: expected a table of [{name}.<{shown}>]")
+    return tables
+
+
+def _read_person(username: str, person) -> dict:
+    where = f"people.{_key(username)}"
+    user_model = get_user_model()
+    _field_clean(user_model, "username", username, where)
+    _table(person, where, PERSON)
+    roles = person.get("roles", [])
+    if not isinstance(roles, list) or any(r not in setup.ROLES for r in roles):
+        raise ProvisionError(f"{where}.roles: a list of {', '.join(setup.ROLES)}")
+    for key, kind in (("email", str), ("may_recover", bool), ("active", bool)):
+        if key in person:
+            _typed(person[key], kind, f"{where}.{key}")
+    if "email" in person:
+        _field_clean(user_model, "email", person["email"], f"{where}.email")
+    return person
+
+
+def _read_keywords(words, where: str) -> str:
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise ProvisionError(f"{where}: a list of words or phrases")
+    keywords = "\n".join(w.strip() for w in words if w.strip())
+    problem = keyword_problem(keywords)
+    if problem:
+        raise ProvisionError(f"{where}: {problem}")
+    return keywords
+
+
+def _read_category(slug: str, category) -> dict:
+    where = f"categories.{_key(slug)}"
+    _field_clean(Category, "slug", slug, where)
+    _table(category, where, CATEGORY)
+    changes = {}
+    for key in ("name", "description"):
+        if key in category:
+            value = _typed(category[key], str, f"{where}.{key}")
+            changes[key] = _field_clean(Category, key, value, f"{where}.{key}")
+    if "keywords" in category:
+        changes["keywords"] = _read_keywords(category["keywords"], f"{where}.keywords")
+    for key in ("active", "books_appointments"):
+        if key in category:
+            changes[key] = _typed(category[key], bool, f"{where}.{key}")
+    return changes
+
+
+def _read_period(value, where: str):
+    try:
+        period = parse_duration(_typed(value, str, where))
+    except NotADuration as exc:
+        raise ProvisionError(f"{where}: {exc}") from None
+    low, high = PERIOD_BOUNDS
+    if not low <= period <= high:
+        raise ProvisionError(
+            f"{where}: between {format_duration(low)} and {format_duration(high)}, as on the "
+            "console's queue page"
+        )
+    return period
+
+
+def _read_queue(key: str, queue) -> dict:
+    where = f"queues.{_key(key)}"
+    if key != "default" and key not in Queue.values:
+        raise ProvisionError(f"{where}: no such queue (use default, {', '.join(Queue.values)})")
+    _table(queue, where, QUEUE)
+    changes = {}
+    for name in ("owner", "backup_owner"):
+        if name in queue:
+            changes[name] = _typed(queue[name], str, f"{where}.{name}")
+    for name in ("response_period", "review_cadence"):
+        if name in queue:
+            changes[name] = _read_period(queue[name], f"{where}.{name}")
+    return changes
+
+
+def _read_integration(name: str, row) -> dict:
+    where = f"integrations.{_key(name)}"
+    names = dict(Integration.NAMES)
+    if name not in names:
+        raise ProvisionError(f"{where}: no such integration (use {', '.join(names)})")
+    _table(row, where, INTEGRATION)
+    return {"owner": _typed(row.get("owner", ""), str, f"{where}.owner")}
+
+
+def read(path: Path) -> Plan:
+    """Parse and check the whole file; nothing is read from or written to the database."""
+    data = _load(path)
     _table(data, "file", TOP)
     _unstorable(data)
     reason = data.get("reason", "")
@@ -151,82 +243,14 @@ def read(path: Path) -> Plan:
     if len(reason) > REASON_MAX:
         raise ProvisionError(f"reason: at most {REASON_MAX} characters (it has {len(reason)})")
     plan = Plan(reason=reason.strip())
-    people = data.get("people", {})
-    if not isinstance(people, dict):
-        raise ProvisionError("people: expected a table of [people.<username>]")
-    user_model = get_user_model()
-    for username, person in people.items():
-        where = f"people.{_key(username)}"
-        _field_clean(user_model, "username", username, where)
-        _table(person, where, PERSON)
-        roles = person.get("roles", [])
-        if not isinstance(roles, list) or any(r not in setup.ROLES for r in roles):
-            raise ProvisionError(f"{where}.roles: a list of {', '.join(setup.ROLES)}")
-        for key, kind in (("email", str), ("may_recover", bool), ("active", bool)):
-            if key in person:
-                _typed(person[key], kind, f"{where}.{key}")
-        if "email" in person:
-            _field_clean(user_model, "email", person["email"], f"{where}.email")
-        plan.people[username] = person
-    categories = data.get("categories", {})
-    if not isinstance(categories, dict):
-        raise ProvisionError("categories: expected a table of [categories.<key>]")
-    for slug, category in categories.items():
-        where = f"categories.{_key(slug)}"
-        _field_clean(Category, "slug", slug, where)
-        _table(category, where, CATEGORY)
-        changes = {}
-        for key in ("name", "description"):
-            if key in category:
-                value = _typed(category[key], str, f"{where}.{key}")
-                changes[key] = _field_clean(Category, key, value, f"{where}.{key}")
-        if "keywords" in category:
-            words = category["keywords"]
-            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-                raise ProvisionError(f"{where}.keywords: a list of words or phrases")
-            changes["keywords"] = "\n".join(w.strip() for w in words if w.strip())
-            problem = keyword_problem(changes["keywords"])
-            if problem:
-                raise ProvisionError(f"{where}.keywords: {problem}")
-        for key in ("active", "books_appointments"):
-            if key in category:
-                changes[key] = _typed(category[key], bool, f"{where}.{key}")
-        plan.categories[slug] = changes
-    queues = data.get("queues", {})
-    if not isinstance(queues, dict):
-        raise ProvisionError("queues: expected a table of [queues.<queue>]")
-    for key, queue in queues.items():
-        where = f"queues.{key}"
-        if key != "default" and key not in Queue.values:
-            raise ProvisionError(f"{where}: no such queue (use default, {', '.join(Queue.values)})")
-        _table(queue, where, QUEUE)
-        changes = {}
-        for name in ("owner", "backup_owner"):
-            if name in queue:
-                changes[name] = _typed(queue[name], str, f"{where}.{name}")
-        for name in ("response_period", "review_cadence"):
-            if name in queue:
-                try:
-                    changes[name] = parse_duration(_typed(queue[name], str, f"{where}.{name}"))
-                except NotADuration as exc:
-                    raise ProvisionError(f"{where}.{name}: {exc}") from None
-                low, high = PERIOD_BOUNDS
-                if not low <= changes[name] <= high:
-                    raise ProvisionError(
-                        f"{where}.{name}: between {format_duration(low)} and "
-                        f"{format_duration(high)}, as on the console's queue page"
-                    )
-        plan.queues["" if key == "default" else key] = changes
-    integrations = data.get("integrations", {})
-    if not isinstance(integrations, dict):
-        raise ProvisionError("integrations: expected a table of [integrations.<name>]")
-    names = dict(Integration.NAMES)
-    for name, row in integrations.items():
-        where = f"integrations.{name}"
-        if name not in names:
-            raise ProvisionError(f"{where}: no such integration (use {', '.join(names)})")
-        _table(row, where, INTEGRATION)
-        plan.integrations[name] = {"owner": _typed(row.get("owner", ""), str, f"{where}.owner")}
+    for username, person in _tables(data, "people", "username").items():
+        plan.people[username] = _read_person(username, person)
+    for slug, category in _tables(data, "categories", "key").items():
+        plan.categories[slug] = _read_category(slug, category)
+    for key, queue in _tables(data, "queues", "queue").items():
+        plan.queues["" if key == "default" else key] = _read_queue(key, queue)
+    for name, row in _tables(data, "integrations", "name").items():
+        plan.integrations[name] = _read_integration(name, row)
     return plan
 
 
