@@ -190,3 +190,10 @@ def test_the_people_page_refuses_to_demote_the_last_admin(admin):
     assert "is the last active member of the admin role" in response.content.decode()
     assert admin.groups.filter(name="admin").exists()
     assert rows(admin) == []
+
+
+def test_a_change_made_in_the_admin_shows_on_the_persons_console_page(root, admin, make_user):
+    person = make_user("coordinator", username="cora")
+    signed_in(root).post(change_url(person), form(person, is_superuser="on", reason="on call"))
+    html = signed_in(admin).get(reverse("recovery:person", args=[person.pk])).content.decode()
+    assert "Superuser" in html and "on call" in html
