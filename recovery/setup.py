@@ -135,14 +135,15 @@ class LastAdmin(ActionRefused):
 
 def refuse_losing_last_admin(person, *, stays_admin: bool) -> None:
     """Refuse (LastAdmin) a change after which ``person`` is no active admin-role member when
-    they are the only one now. Run inside the change's transaction: the admins' rows are
-    locked, so two admins demoting each other at once cannot both succeed."""
+    they are the only one now. Run inside the change's transaction, before the person's row is
+    locked: the admin group's row is locked first, so two admins demoting each other at once
+    are taken one after the other (the second sees the first's change) and cannot deadlock."""
     if stays_admin:
         return
+    list(Group.objects.select_for_update().filter(name=ADMIN_ROLE).values_list("pk", flat=True))
     admins = set(
         get_user_model()
-        .objects.select_for_update()
-        .filter(groups__name=ADMIN_ROLE, is_active=True)
+        .objects.filter(groups__name=ADMIN_ROLE, is_active=True)
         .values_list("pk", flat=True)
     )
     if admins == {person.pk}:
@@ -172,8 +173,8 @@ def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, st
     if unknown:
         raise ValueError(f"no role {sorted(unknown)[0]!r}")
     with transaction.atomic():
+        refuse_losing_last_admin(user, stays_admin=ADMIN_ROLE in roles and user.is_active)
         person = get_user_model().objects.select_for_update().get(pk=user.pk)
-        refuse_losing_last_admin(person, stays_admin=ADMIN_ROLE in roles and person.is_active)
         diff = {}
         had = roles_of(person)
         if had != roles:

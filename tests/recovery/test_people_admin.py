@@ -197,3 +197,53 @@ def test_a_change_made_in_the_admin_shows_on_the_persons_console_page(root, admi
     signed_in(root).post(change_url(person), form(person, is_superuser="on", reason="on call"))
     html = signed_in(admin).get(reverse("recovery:person", args=[person.pk])).content.decode()
     assert "Superuser" in html and "on call" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_demoting_each_other_at_once_leave_one(make_user):
+    """The second demotion waits for the first (the admin group's row is locked) and then sees
+    it: one is refused. Without the lock both read two admins and both succeed."""
+    import threading
+
+    from django.db import connection, connections, transaction
+
+    from recovery import setup
+    from tests.conftest import wait_for_condition
+
+    ada = make_user("admin", username="ada", is_staff=True)
+    bea = make_user("admin", username="bea", is_staff=True)
+    outcome, second_pid = {}, {}
+
+    def second():
+        try:
+            with transaction.atomic():
+                second_pid["pid"] = connection.cursor().connection.info.backend_pid
+                setup.set_roles(bea, actor=bea, reason="swap", roles=[])
+            outcome["second"] = "demoted"
+        except setup.LastAdmin:
+            outcome["second"] = "refused"
+        finally:
+            connections.close_all()
+
+    def waiting_or_done() -> bool:
+        if "second" in outcome:
+            return True
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                [second_pid.get("pid", -1)],
+            )
+            row = cursor.fetchone()
+        return bool(row) and row[0] == "Lock"
+
+    with transaction.atomic():
+        setup.set_roles(ada, actor=bea, reason="swap", roles=[])  # bea demotes ada
+        thread = threading.Thread(target=second)  # while bea is demoted by herself at once
+        thread.start()
+        wait_for_condition(
+            lambda: "pid" in second_pid and waiting_or_done(), message="the second demotion"
+        )
+    thread.join(timeout=60)
+    assert outcome == {"second": "refused"}
+    admins = get_user_model().objects.filter(groups__name="admin", is_active=True)
+    assert list(admins.values_list("username", flat=True)) == ["bea"]
