@@ -289,6 +289,9 @@ ANYMAIL = {
 }
 if ANYMAIL["WEBHOOK_SECRET"] and ":" not in ANYMAIL["WEBHOOK_SECRET"]:
     raise ImproperlyConfigured("DELIVERY_WEBHOOK_SECRET must be user:password")
+# A signed provider event is taken only within this many seconds of its signature's timestamp,
+# either side; its token is taken once (ledger.signed_events).
+DELIVERY_WEBHOOK_WINDOW_SECONDS = env_int("DELIVERY_WEBHOOK_WINDOW_SECONDS", 900, minimum=60)
 # Appointment slots (ledger.appointments): opening hours in TIME_ZONE on working days, the
 # length of one visit, and how many working days from today a read covers.
 APPOINTMENTS_OPEN_HOUR = env_int("APPOINTMENTS_OPEN_HOUR", 9, minimum=0)

@@ -771,3 +771,26 @@ class Attempt(models.Model):
 
     def __str__(self):
         return f"{self.operation_id} #{self.number} {self.kind}: {self.outcome or 'in flight'}"
+
+
+class ProviderEvent(models.Model):
+    """A signed event a provider sent us, taken once (ledger.signed_events.take_once): the same
+    event id again is a replay (or the provider's retry of one already acted on) and does
+    nothing. Rows older than the signature window are pruned: an event that old is refused by
+    its timestamp before its id is looked up."""
+
+    provider = models.CharField(max_length=40)
+    event_id = models.CharField(max_length=200)
+    signed_at = models.DateTimeField()
+    taken_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "event_id"], name="provider_event_taken_once"
+            )
+        ]
+        indexes = [models.Index(fields=["signed_at"], name="provider_event_signed_at")]
+
+    def __str__(self):
+        return f"{self.provider} {self.event_id}"

@@ -1,5 +1,6 @@
 """Operator-action forms: every one asks for a reason, which is written to the journal."""
 
+import unicodedata
 import uuid
 from datetime import timedelta
 
@@ -158,6 +159,17 @@ class EditForm(ReasonForm):
         if revision is not None and not self.is_bound:
             for name in self.FIELDS:
                 self.fields[name].initial = self.revision_fields.get(name, "")
+
+    def clean_email(self):
+        # The address goes into the acknowledgement's To: header: a line break inside a quoted
+        # local part ("a\nb"@example.org, which Django's rule allows) would split the header.
+        email = self.cleaned_data.get("email") or ""
+        if any(unicodedata.category(ch) == "Cc" for ch in email):
+            raise forms.ValidationError(
+                "Remove the control character (a line break, tab or similar): an address "
+                "cannot contain one."
+            )
+        return email
 
     def changed_fields(self) -> dict:
         """Fields sent and different from the current revision (absent means unchanged)."""

@@ -15,6 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser, Group, Permission
 from django.db import transaction
 
 from intake.models import Category
+from intake.workflow import ActionRefused
 from ledger import journal
 from ledger.services.common import require_permission, require_reason
 from recovery.models import Queue, ResponsePolicy
@@ -120,6 +121,47 @@ def roles_of(user) -> list[str]:
     return sorted(g.name for g in user.groups.all() if g.name in ROLES)
 
 
+ADMIN_ROLE = "admin"
+PERSON_CHANGED = "recovery.person.roles"  # every change to a person's roles or flags
+LAST_ADMIN = (
+    "{person} is the last active member of the admin role: give the role to someone else "
+    "first. Without one, nobody could grant roles or set Handover up."
+)
+
+
+class LastAdmin(ActionRefused):
+    """The change would leave no active member of the admin role."""
+
+
+def refuse_losing_last_admin(person, *, stays_admin: bool) -> None:
+    """Refuse (LastAdmin) a change after which ``person`` is no active admin-role member when
+    they are the only one now. Run inside the change's transaction, before the person's row is
+    locked: the admin group's row is locked first, so two admins demoting each other at once
+    are taken one after the other (the second sees the first's change) and cannot deadlock."""
+    if stays_admin:
+        return
+    list(Group.objects.select_for_update().filter(name=ADMIN_ROLE).values_list("pk", flat=True))
+    admins = set(
+        get_user_model()
+        .objects.filter(groups__name=ADMIN_ROLE, is_active=True)
+        .values_list("pk", flat=True)
+    )
+    if admins == {person.pk}:
+        raise LastAdmin(LAST_ADMIN.format(person=person.get_username()))
+
+
+def record_person_change(person, *, actor, reason, diff: dict) -> None:
+    """One journal row for a change to a person's roles or flags (the console's People page,
+    provisioning, Django's admin): the same action, so a person's history reads as one."""
+    journal.record(
+        person,
+        PERSON_CHANGED,
+        actor=actor,
+        reason=reason,
+        evidence={"username": person.get_username(), **diff},
+    )
+
+
 def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, staff=None) -> dict:
     """Give a person exactly ``roles`` (a role is the group of that name), and optionally the
     recover permission and staff status. An admin needs ``is_staff`` to open Django's admin:
@@ -131,6 +173,7 @@ def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, st
     if unknown:
         raise ValueError(f"no role {sorted(unknown)[0]!r}")
     with transaction.atomic():
+        refuse_losing_last_admin(user, stays_admin=ADMIN_ROLE in roles and user.is_active)
         person = get_user_model().objects.select_for_update().get(pk=user.pk)
         diff = {}
         had = roles_of(person)
@@ -158,11 +201,5 @@ def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, st
                     person.user_permissions.remove(permission)
                 diff["may_recover"] = {"from": has, "to": may_recover}
         if diff:
-            journal.record(
-                person,
-                "recovery.person.roles",
-                actor=actor,
-                reason=reason,
-                evidence={"username": person.get_username(), **diff},
-            )
+            record_person_change(person, actor=actor, reason=reason, diff=diff)
     return diff

@@ -30,6 +30,11 @@ LABELS = {
     "books_appointments": "Books appointments",
     "may_recover": "May retry failed writes",
     "is_staff": "Staff (Django's admin)",
+    # Changed in Django's admin (recovery/people_admin.py), journalled as the People page does.
+    "is_superuser": "Superuser",
+    "is_active": "Active",
+    "groups": "Groups",
+    "permissions": "Permissions",
 }
 
 

@@ -129,6 +129,7 @@ LEDGER_LAYERS = [
             "ledger.notices",
             "ledger.appointments",
             "ledger.extraction",
+            "ledger.signed_events",
         },
     ),
     (

@@ -277,3 +277,22 @@ def test_an_admin_role_member_grants_roles_and_opens_the_user_admin(make_user):
     assert owner.has_perm("ledger.recover_operation")
     assert client.get(reverse("recovery:queue", args=[]) + "?missing=1").status_code == 200
     assert client.get(reverse("recovery:setup-queue", args=["nope"])).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("keywords", "words"),
+    [
+        ("\n".join(f"w{i}" for i in range(201)), "At most 200 keywords (there are 201)."),
+        ("x" * 101, "Each keyword at most 100 characters"),
+    ],
+)
+def test_a_category_form_refuses_keywords_past_the_caps(root, keywords, words):
+    response = root.post(
+        reverse("recovery:setup-category-new"),
+        {"slug": "waste", "name": "Waste", "keywords": keywords, "reason": "set up"},
+    )
+    assert response.status_code == 400
+    assert words in response.content.decode()
+    from intake.models import Category
+
+    assert not Category.objects.exists()
