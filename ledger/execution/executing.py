@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from config import roundtrip
-from ledger import effects, failpoints, http, journal, limits
+from ledger import effects, failpoints, http, journal, limits, storable
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
 from ledger.execution.locking import lock_operation, save_changed, step
 from ledger.execution.outcomes import (
@@ -217,7 +217,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             return "late failure"
         op.last_error_class = "internal" if getattr(error, "internal", False) else error.kind.value
         op.last_error_message = error.message[:2000]
-        op.last_error_status = error.status
+        op.last_error_status = storable.status(error.status)
         clear_lease(op)
         kind = error.kind
         if throttled:
