@@ -156,7 +156,7 @@ class BoundedSMTP(smtplib.SMTP):
         self.close()
 
 
-class BoundedSMTP_SSL(BoundedSMTP, smtplib.SMTP_SSL):  # noqa: N801 (smtplib's own name)
+class BoundedSMTP_SSL(BoundedSMTP, smtplib.SMTP_SSL):
     pass
 
 

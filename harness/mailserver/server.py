@@ -112,6 +112,7 @@ class Mailbox:
                 "message_id": message_id,
                 "from": envelope.mail_from,
                 "to": list(envelope.rcpt_tos),
+                "mail_options": list(envelope.mail_options),
                 "subject": str(parsed.get("Subject", "")),
                 "file": path.name,
                 # When the message was kept, just before the 250 (wall clock: the bench's
@@ -225,9 +226,9 @@ class MailServer:
         self.controller: Controller | None = None
 
     def listen(self):
-        if self.controller is not None and self.controller.SMTP_kwargs.get(
-            "enable_SMTPUTF8"
-        ) != (self.mailbox.smtputf8):
+        if self.controller is not None and self.controller.SMTP_kwargs.get("enable_SMTPUTF8") != (
+            self.mailbox.smtputf8
+        ):
             self.controller.stop()
             self.controller = None
         if self.controller is None:
