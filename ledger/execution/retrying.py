@@ -25,7 +25,7 @@ class Retry:
 
 def _clock(moment: datetime, *, date: bool = False) -> str:
     local = timezone.localtime(moment)
-    return f"{local.day} {local:%b %Y, %H:%M}" if date else f"{local:%H:%M:%S}"
+    return f"{local.day} {local:%b %Y, %H:%M %Z}" if date else f"{local:%H:%M:%S %Z}"
 
 
 def window_started(op) -> datetime | None:
