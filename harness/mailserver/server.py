@@ -13,6 +13,9 @@ next N connections or messages (``count``), or until cleared:
 - ``late``: the message is received and kept, and the reply comes ``delay`` seconds later;
 - ``garbage_greeting``: the connection is greeted with a line that is not SMTP;
 - ``drip``: the reply to MAIL FROM is sent one byte every ``delay`` seconds;
+- ``slow_replies``: every reply on the connection (the greeting first) comes ``delay`` seconds
+  late;
+- ``long_reply``: the reply to MAIL FROM is 250 in 2,000 lines (about 130 KB);
 - ``slow_quit``: QUIT is answered ``delay`` seconds later (``quits_answered`` in the stats
   counts the answers given);
 - ``no_smtputf8``: the server stops offering SMTPUTF8 (RFC 6531) until the faults are cleared.
@@ -49,6 +52,8 @@ MODES = (
     "late",
     "garbage_greeting",
     "drip",
+    "long_reply",
+    "slow_replies",
     "slow_quit",
     "no_smtputf8",
 )
@@ -158,6 +163,8 @@ class Handler:
             return "421 4.3.2 Service not available, closing transmission channel"
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
+        if self.mailbox.take_fault("long_reply"):
+            return "\r\n".join(["250-" + "x" * 60] * 2000 + ["250 2.1.0 Ok"])
         drip = self.mailbox.take_fault("drip")
         if drip is not None:
             # All but the last byte, one at a time; aiosmtpd writes the rest and the line end.
@@ -200,13 +207,17 @@ class FaultySMTP(SMTP):
     def __init__(self, *args, mailbox: Mailbox, **kwargs):
         self.mailbox = mailbox
         self.greeted = False
+        self.slow: Fault | None = None
         super().__init__(*args, **kwargs)
 
     async def push(self, status):
         if not self.greeted:
             self.greeted = True
+            self.slow = self.mailbox.take_fault("slow_replies")
             if self.mailbox.take_fault("garbage_greeting"):
                 status = b"\x00\xff-1 this is not SMTP"
+        if self.slow is not None:
+            await asyncio.sleep(self.slow.delay)
         await super().push(status)
 
 
