@@ -240,7 +240,7 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
                 enquiry,
                 actor,
                 "retry_budget_exhausted",
-                f"{retrying.spent_words(op)}; last: {error.message}",
+                retrying.spent_words(op, error.message),
             )
             save_changed(op)
             return "failed (budget)"

@@ -75,13 +75,14 @@ def next_try(op, now: datetime | None = None) -> Retry | None:
     )
 
 
-def spent_words(op) -> str:
-    """Why no try is left, for the journal and the item page."""
+def spent_words(op, message: str) -> str:
+    """Why no try is left, for the journal and the item page: a budget's last error as it was
+    said; a window's, with how long it was tried."""
     schedule = retry_schedule(op)
     if schedule.window is None:
-        return f"retry budget spent ({op.budget_used} attempts)"
+        return message
     hours = schedule.window / 3600
     return (
         f"not sent in {hours:g} hour{'s' if hours != 1 else ''} of trying "
-        f"({op.budget_used} attempts): the e-mail retry window is spent"
+        f"({op.budget_used} attempts), the e-mail retry window is spent; last: {message}"
     )

@@ -353,3 +353,21 @@ def test_the_250_is_recorded_without_waiting_for_the_goodbye(
     # The relay is still holding its answer to QUIT: Handover never waited for it.
     assert mail.stats()["quits_answered"] == 0
     assert mail.count(notices.message_id(op.idempotency_key)) == 1
+
+
+def test_a_relay_too_slow_before_the_message_is_tried_again_and_sends_it_once(
+    email_integration, mail, make_enquiry, run_queue
+):
+    mail.fault("drip", delay=0.3)  # MAIL's reply takes over 3 s of the 1 s timeout
+    op = acknowledge(make_enquiry())
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
+
+    op.refresh_from_db()
+    assert op.state == OperationState.CONFIRMED
+    outcomes = list(Attempt.objects.filter(operation=op).values_list("outcome", flat=True))
+    assert outcomes == ["transient", "success"]  # a timeout before DATA: never unknown
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1
