@@ -229,15 +229,15 @@ def message_bytes(email, sender, recipients) -> bytes:
     """The message as Django builds it, its addresses as the envelope writes them: domains in
     ASCII (IDNA), and where a local part is not ASCII, the address headers in UTF-8 as RFC
     6532 has them (Django would write an RFC 2047 word, which no address may hold)."""
-    written = {a.written: a for a in recipients}
 
     def ascii_form(values):
-        return [written[v].header() if v in written else v for v in values]
+        return [mailaddress.parse(v).header() for v in values]  # each parsed by envelope()
 
-    email.to, email.cc, email.bcc = ascii_form(email.to), ascii_form(email.cc), email.bcc
+    # Bcc is never a header; the envelope (ledger.smtp.envelope) carries every recipient.
+    email.to, email.cc = ascii_form(email.to), ascii_form(email.cc)
+    if sender.written != sender.address:
+        email.from_email = sender.header()
     if not (sender.needs_smtputf8 or any(r.needs_smtputf8 for r in recipients)):
-        if not sender.domain.isascii() or sender.written != sender.address:
-            email.from_email = sender.header()
         return email.message().as_bytes(linesep="\r\n")
     message = email.message()
     headers = {"To": email.to, "Cc": email.cc}
