@@ -401,6 +401,10 @@ def _enquiryless(request, op):
             if a in ("retry", "complete_by_hand", "cancel")
         ],
         "runbook": runbook_for_operation(op),
+        # Waiting for its next try (e-mail's retry window): until when, before a person.
+        "retry_until": retrying.window_end(op)
+        if op.state == OperationState.APPROVED and op.next_attempt_at
+        else None,
     }
     return render(request, "recovery/operator_message.html", context)
 

@@ -139,3 +139,43 @@ def test_a_relay_down_for_the_whole_window_leaves_the_message_to_a_person(
     assert [r["q_queue"] for r in all_rows() if str(r["q_key"]) == str(op.pk)] == ["failed"]
     assert email_schedule.owner in item_owner(op).people()
     assert mail.stats()["received"] == 0
+
+
+def test_an_operators_notice_is_retried_the_same_way_and_sent_once(
+    email_schedule, mail, make_user, make_enquiry, integrations, run_queue, client
+):
+    from ledger.models import Integration
+    from ledger.services import reassign_operation
+    from recovery import notices as operator_notices
+    from tests.ledger.factories import make_operation
+
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    failed = make_operation(
+        make_enquiry(), "failed", integration=Integration.objects.get(name="crm")
+    )
+    reassign_operation(failed.pk, actor=admin, reason="yours", owner=casey)
+    mail.fault("refuse")
+    with time_machine.travel(timezone.now(), tick=True) as clock:
+        operator_notices.run()
+        [digest] = Operation.objects.filter(
+            enquiry__isnull=True, idempotency_key__startswith=f"operator:{casey.pk}:"
+        )
+        run_queue(until=lambda: calls(digest) == 1)
+        digest.refresh_from_db()
+        assert digest.state == OperationState.APPROVED and digest.next_attempt_at
+        client.force_login(admin)
+        page = client.get(f"/console/operations/{digest.pk}/").content.decode()
+        assert f"Next try at {timefmt.local(digest.next_attempt_at, date=False)}" in page
+        for _ in range(3):  # twenty minutes down
+            clock.shift(400)
+            run_queue()
+        mail.clear_faults()
+        for _ in range(12):
+            clock.shift(600)
+            run_queue()
+            digest.refresh_from_db()
+            if digest.state != OperationState.APPROVED:
+                break
+    assert digest.state == OperationState.CONFIRMED
+    assert mail.stats()["by_message_id"] == {notices.message_id(digest.idempotency_key): 1}
