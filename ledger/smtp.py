@@ -336,7 +336,9 @@ def check(relay: Relay, *, timeout: float) -> list[str]:
                 f"{relay.describe()} refused Handover's log-in ({exc.message}). Check the user "
                 "name in the address and the password in the token."
             ]
-        return [f"Cannot use the relay at {relay.describe()}: {exc.message}"]
+        # A check sends nothing: "not sent" would only puzzle the admin who asked.
+        said = exc.message.removeprefix("not sent: ")
+        return [f"Cannot use the relay at {relay.describe()}: {said}"]
     try:
         code, reply = backend.connection.noop()
         if code != 250:
