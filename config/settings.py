@@ -275,6 +275,18 @@ if EMAIL_USE_TLS and EMAIL_USE_SSL:
         "port 465) cannot both be on: set one"
     )
 EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+# E-mail is retried as e-mail is (ledger.execution.retrying): a relay that refuses, answers 4xx
+# or times out before the message is sent is tried again after EMAIL_RETRY_FIRST_SECONDS,
+# doubling up to EMAIL_RETRY_MAX_SECONDS, for EMAIL_RETRY_HOURS from the first attempt; then a
+# person. These replace the retry budget of an integration of the smtp kind.
+EMAIL_RETRY_HOURS = env_float("EMAIL_RETRY_HOURS", 24.0, minimum=0.01)
+EMAIL_RETRY_FIRST_SECONDS = env_float("EMAIL_RETRY_FIRST_SECONDS", 60.0, minimum=1.0)
+EMAIL_RETRY_MAX_SECONDS = env_float("EMAIL_RETRY_MAX_SECONDS", 3600.0, minimum=1.0)
+if EMAIL_RETRY_MAX_SECONDS < EMAIL_RETRY_FIRST_SECONDS:
+    raise ImproperlyConfigured(
+        "EMAIL_RETRY_MAX_SECONDS (the longest wait between two tries) cannot be shorter than "
+        "EMAIL_RETRY_FIRST_SECONDS (the first wait)"
+    )
 DEFAULT_FROM_EMAIL = env_email("DEFAULT_FROM_EMAIL", "Handover <handover@localhost.localdomain>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 # Operators are e-mailed about work that needs them (recovery.notices): at most one message per

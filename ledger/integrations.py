@@ -10,7 +10,9 @@ the kind's minimum), ``<P>_MAX_AGE_SECONDS`` (how old a read may be: 300), ``<P>
 username) and ``<P>_PAUSED``. ``NOTIFY_KIND=smtp`` takes the relay from Django's e-mail settings
 instead: ``EMAIL_HOST``, ``EMAIL_PORT``, ``EMAIL_USE_TLS``/``EMAIL_USE_SSL`` and
 ``EMAIL_HOST_USER`` make the address (``smtp+starttls://user@host:587``), ``EMAIL_HOST_PASSWORD``
-the token and ``EMAIL_TIMEOUT`` the timeout. After the first seeding the row is the truth: an
+the token and ``EMAIL_TIMEOUT`` the timeout; its transient failures are retried by e-mail's
+window (``EMAIL_RETRY_*``, ledger.policies.retry_schedule), not by ``NOTIFY_RETRY_BUDGET``.
+After the first seeding the row is the truth: an
 admin's edits are never overwritten by a restart.
 """
 

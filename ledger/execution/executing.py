@@ -10,8 +10,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from config import roundtrip
-from ledger import effects, failpoints, http, journal, limits
+from ledger import effects, failpoints, http, journal, limits, storable
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
+from ledger.execution import retrying
 from ledger.execution.locking import lock_operation, save_changed, step
 from ledger.execution.outcomes import (
     clear_lease,
@@ -26,7 +27,7 @@ from ledger.execution.outcomes import (
     wait_until,
 )
 from ledger.models import Action, Attempt, OperationState, payload_hash
-from ledger.policies import connector_for, retry_budget
+from ledger.policies import connector_for
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
 
@@ -217,26 +218,30 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             return "late failure"
         op.last_error_class = "internal" if getattr(error, "internal", False) else error.kind.value
         op.last_error_message = error.message[:2000]
-        op.last_error_status = error.status
+        op.last_error_status = storable.status(error.status)
         clear_lease(op)
         kind = error.kind
         if throttled:
             return _throttled(op, enquiry, error, actor)
         if kind is ErrorKind.TRANSIENT:
-            budget, backoff = retry_budget(op)
-            if op.budget_used < budget:
-                delay = backoff * (2 ** (op.budget_used - 1))
-                op.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+            later = retrying.next_try(op)
+            if later is not None:
+                op.next_attempt_at = later.at
                 op.defer(
                     actor=actor,
-                    reason=f"not sent ({error.message[:200]}); retry {op.budget_used + 1} of "
-                    f"{budget} in {delay:g}s",
-                    evidence={"error_class": "transient", "delay_seconds": delay},
+                    reason=f"not sent ({error.message[:200]}); {later.words}",
+                    evidence={"error_class": "transient", **later.evidence},
                 )
                 save_changed(op)
                 enqueue(op, EXECUTE, at=op.next_attempt_at)
                 return "retry scheduled"
-            fail_operation(op, enquiry, actor, "retry_budget_exhausted", error.message)
+            fail_operation(
+                op,
+                enquiry,
+                actor,
+                "retry_budget_exhausted",
+                retrying.spent_words(op, error.message),
+            )
             save_changed(op)
             return "failed (budget)"
         if kind is ErrorKind.UNCERTAIN and error.attention:

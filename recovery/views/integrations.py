@@ -9,8 +9,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 import recovery.messages
 from config.destinations import shown
+from ledger import policies as ledger_policies
 from ledger import services as ledger_services
-from ledger.models import Integration, JournalEntry
+from ledger.models import Action, Integration, JournalEntry, Operation
 from recovery import durations, queue
 from recovery.explain import RUNBOOKS
 from recovery.forms import LABELS, SECONDS, IntegrationForm, ReasonForm, ReleaseForm
@@ -34,6 +35,12 @@ def integration_list(request):
         .annotate(held=queue.held_count())
         .order_by("name")
     )
+    for row in integrations:
+        # E-mail is retried for hours (EMAIL_RETRY_*), not by the row's budget: said so.
+        schedule = ledger_policies.retry_schedule(
+            Operation(action=Action.SEND_NOTICE, integration=row)
+        )
+        row.retry_window = schedule if schedule.window is not None else None
     policies = list(
         ResponsePolicy.objects.select_related("integration", "owner", "backup_owner").order_by(
             "queue", "integration__name"

@@ -138,6 +138,8 @@ LEDGER_LAYERS = [
             "ledger.errors",
             "ledger.http",
             "ledger.limits",
+            "ledger.mailaddress",
+            "ledger.smtpwire",
             "ledger.smtp",
             "ledger.connectors",
             "ledger.kinds",

@@ -355,3 +355,18 @@ def test_a_rate_within_the_rule_is_saved(crm, client_for, rate, stored):
     response = client_for("admin").post(URL, form_data(crm, max_requests_per_second=rate))
     assert response.status_code == 302
     assert Integration.objects.get(pk=crm.pk).max_requests_per_second == stored
+
+
+def test_the_integrations_page_says_e_mail_is_retried_for_its_window(
+    integrations_rows, client_for, settings
+):
+    settings.EMAIL_RETRY_HOURS = 24.0
+    Integration.objects.filter(name="notify").update(
+        kind="smtp", base_url="smtp://127.0.0.1:2525", supports_lookup=False
+    )
+    page = client_for("admin").get(reverse("recovery:integrations")).content.decode()
+    notify = page[page.index('id="integration-notify"') :].split("</section>")[0]
+    crm = page[page.index('id="integration-crm"') :].split("</section>")[0]
+    assert "as e-mail is" in notify and "EMAIL_RETRY_" in notify
+    assert "attempt" not in notify.split("Retried")[0].split("Timeout")[1]
+    assert "as e-mail is" not in crm and "first retry after" in crm
