@@ -338,6 +338,10 @@ Q_CLUSTER = {
     "poll": env_float("Q_POLL", 0.2, minimum=0.01),
     "label": "Tasks",
 }
+# What one read may cost (docs/integrations.md, "What a read may cost"). A PDF's text is read in
+# a child process with this much CPU and memory (ledger.extraction, ledger.budget).
+EXTRACTION_CPU_SECONDS = env_float("EXTRACTION_CPU_SECONDS", 10.0, minimum=1.0)
+EXTRACTION_MEMORY_MB = env_int("EXTRACTION_MEMORY_MB", 512, minimum=64)
 if env_str("REDIS_URL", ""):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER.pop("broker_class")

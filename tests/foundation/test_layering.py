@@ -129,6 +129,7 @@ LEDGER_LAYERS = [
             "ledger.notices",
             "ledger.appointments",
             "ledger.extraction",
+            "ledger.budget",
         },
     ),
     (
@@ -137,6 +138,7 @@ LEDGER_LAYERS = [
             "ledger.errors",
             "ledger.http",
             "ledger.limits",
+            "ledger.reads",
             "ledger.smtp",
             "ledger.connectors",
             "ledger.kinds",
