@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from config import roundtrip
-from ledger import effects, failpoints, http, journal, limits
+from ledger import effects, failpoints, http, journal, limits, reads
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
 from ledger.execution.locking import lock_operation, save_changed, step
 from ledger.execution.outcomes import (
@@ -26,13 +26,15 @@ from ledger.execution.outcomes import (
     wait_until,
 )
 from ledger.models import Action, Attempt, OperationState, payload_hash
-from ledger.policies import connector_for, policy_for, retry_budget
+from ledger.policies import POLICIES, connector_for, policy_for, retry_budget
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
 
 logger = logging.getLogger("ledger.execution")
 
 LEASE_GRACE_SECONDS = 5
+# Reads from a destination: each takes a place in reads' share of the workers (ledger.reads).
+READS = tuple(sorted(a for a, p in POLICIES.items() if not p.is_write and p.integration))
 
 
 def lease_seconds() -> float:
@@ -160,6 +162,12 @@ def claim(op_id):
             later = limits.admission(integration, now=now)
             if later is not None:
                 come_back(op, EXECUTE, later.at)
+                return None
+        if op.action in READS:
+            # Reads' share of the workers, and one enquiry's reads taking turns (ledger.reads).
+            wait = reads.admission(op, actions=READS, now=now)
+            if wait is not None:
+                come_back(op, EXECUTE, wait.at)
                 return None
         roundtrip.insert([attempt])
         op.attempt_count = number
