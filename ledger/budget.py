@@ -61,6 +61,7 @@ def _address_space_now() -> int | None:
 def _child(write_fd: int, func, args, cpu_seconds: int, memory_bytes: int | None) -> None:
     code = 0
     try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU leaves no core file
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         if memory_bytes is not None:
             resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
