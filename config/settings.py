@@ -359,6 +359,17 @@ Q_CLUSTER = {
     "poll": env_float("Q_POLL", 0.2, minimum=0.01),
     "label": "Tasks",
 }
+# What one read may cost (docs/integrations.md, "What a read may cost"). A PDF's text, and a
+# calendar's events, are read in a child process with this much CPU and memory (ledger.budget);
+# a calendar's recurring events give at most this many busy times in the window.
+EXTRACTION_CPU_SECONDS = env_float("EXTRACTION_CPU_SECONDS", 10.0, minimum=1.0)
+EXTRACTION_MEMORY_MB = env_int("EXTRACTION_MEMORY_MB", 512, minimum=64)
+CALENDAR_MAX_OCCURRENCES = env_int("CALENDAR_MAX_OCCURRENCES", 1000, minimum=1)
+# Reads in flight at once from all workers together (ledger.reads), and an integration's read
+# share at most: by default one fewer than a cluster's workers, so that writes and messages
+# always find one; and the reads of one enquiry in flight at once.
+READS_MAX_IN_FLIGHT = env_int("READS_MAX_IN_FLIGHT", max(_Q_WORKERS - 1, 1), minimum=1)
+READS_PER_ENQUIRY = env_int("READS_PER_ENQUIRY", 2, minimum=1)
 if env_str("REDIS_URL", ""):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER.pop("broker_class")

@@ -96,6 +96,8 @@ def _defaults(name, p, kind, declared, owner, paused) -> dict:
         # Empty: no limit (ledger.limits); admins change them with the rest of the row.
         "max_requests_per_second": env_rate(f"{p}_MAX_REQUESTS_PER_SECOND"),
         "max_in_flight": env_int(f"{p}_MAX_IN_FLIGHT", None, minimum=1),
+        # Empty: READS_MAX_IN_FLIGHT (ledger.reads); only reads take a share.
+        "read_share": env_int(f"{p}_READ_SHARE", None, minimum=1),
         "owner": owner,
         "paused": paused,
         "pause_reason": "paused from the environment" if paused else "",

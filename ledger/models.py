@@ -280,6 +280,15 @@ class Integration(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Calls waiting for this destination's answer at once. Empty: no limit.",
     )
+    # Reads from this destination in flight at once, from all workers together (ledger.reads):
+    # a share of the workers, so that reads never take every one from writes and messages.
+    read_share = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Reads from this destination in flight at once, from all workers together. "
+        "Empty: READS_MAX_IN_FLIGHT (one fewer than a cluster's workers), never more.",
+    )
     # Set when the destination answers 429 (or 503 with Retry-After): nothing is sent to it
     # before this time. Written by ledger.limits.throttle() alone, never by a form.
     throttled_until = models.DateTimeField(null=True, blank=True, editable=False)
@@ -307,8 +316,11 @@ class Integration(models.Model):
         "max_age_seconds",
         "max_requests_per_second",
         "max_in_flight",
+        "read_share",
     )
     SECRET_FIELDS = ("token",)
+    # Integrations Handover reads from (their reads take a share of the workers: ledger.reads).
+    READ_FROM = (DOCUMENTS, APPOINTMENTS)
 
     @property
     def capabilities(self):
@@ -342,6 +354,9 @@ class Integration(models.Model):
                 "timeout": cluster_timeout,
                 "retry": retry,
             }
+        reads = int(getattr(settings, "READS_MAX_IN_FLIGHT", 1))
+        if self.read_share is not None and not 1 <= self.read_share <= reads:
+            errors["read_share"] = messages.READ_SHARE_OUT_OF_BOUNDS % {"most": reads}
         try:
             checked_rate(self.max_requests_per_second)
         except ValueError as exc:

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from config import roundtrip
-from ledger import effects, failpoints, http, journal, limits, storable
+from ledger import effects, failpoints, http, journal, limits, reads, storable
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
 from ledger.execution import retrying
 from ledger.execution.locking import lock_operation, save_changed, step
@@ -27,13 +27,15 @@ from ledger.execution.outcomes import (
     wait_until,
 )
 from ledger.models import Action, Attempt, OperationState, payload_hash
-from ledger.policies import connector_for
+from ledger.policies import POLICIES, connector_for, policy_for
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
 
 logger = logging.getLogger("ledger.execution")
 
 LEASE_GRACE_SECONDS = 5
+# Reads from a destination: each takes a place in reads' share of the workers (ledger.reads).
+READS = tuple(sorted(a for a, p in POLICIES.items() if not p.is_write and p.integration))
 
 
 def lease_seconds() -> float:
@@ -70,20 +72,28 @@ def _call(op, attempt, shortcut, scope) -> str:
     except Exception as exc:
         # A crash inside Handover's own code, never the destination's answer. Before any
         # request went out nothing was sent: internal, for a person. After one went out the
-        # destination may have acted: uncertain, reconciled, and still said to be ours.
+        # destination may have acted: uncertain, reconciled, and still said to be ours; but a
+        # read changes nothing there, so a read's is internal, told once.
         logger.exception("error inside Handover while calling for %s", op.pk)
+        sent = http.requests_started() != started
         return record_failure(
             op.pk,
             attempt,
-            internal_error(exc, sent=http.requests_started() != started),
+            internal_error(exc, sent=sent, read=not policy_for(op.action).is_write),
             actor=actor,
         )
     failpoints.hit("after_call_succeeded", op)
     return record_success(op.pk, attempt, result, actor=actor)
 
 
-def internal_error(exc, *, sent: bool) -> ConnectorError:
+def internal_error(exc, *, sent: bool, read: bool = False) -> ConnectorError:
     what = f"{type(exc).__name__}: {exc}"[:500]
+    if read and sent:
+        return ConnectorError(
+            ErrorKind.INTERNAL,
+            f"error inside Handover while reading what the destination sent ({what}); a read "
+            "changes nothing there",
+        )
     if not sent:
         return ConnectorError(
             ErrorKind.INTERNAL, f"error inside Handover before anything was sent ({what})"
@@ -153,6 +163,12 @@ def claim(op_id):
             later = limits.admission(integration, now=now)
             if later is not None:
                 come_back(op, EXECUTE, later.at)
+                return None
+        if op.action in READS:
+            # Reads' share of the workers, and one enquiry's reads taking turns (ledger.reads).
+            wait = reads.admission(op, actions=READS, now=now)
+            if wait is not None:
+                come_back(op, EXECUTE, wait.at)
                 return None
         roundtrip.insert([attempt])
         op.attempt_count = number

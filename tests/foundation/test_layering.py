@@ -130,6 +130,7 @@ LEDGER_LAYERS = [
             "ledger.appointments",
             "ledger.extraction",
             "ledger.signed_events",
+            "ledger.budget",
         },
     ),
     (
@@ -140,6 +141,7 @@ LEDGER_LAYERS = [
             "ledger.limits",
             "ledger.mailaddress",
             "ledger.smtpwire",
+            "ledger.reads",
             "ledger.smtp",
             "ledger.connectors",
             "ledger.kinds",
