@@ -31,6 +31,23 @@ def timeouts_are_ordered(app_configs, **kwargs):
     return errors
 
 
+@register()
+def reads_leave_a_worker(app_configs, **kwargs):
+    """Reads' share of the workers (ledger.reads) leaves writes and messages at least one."""
+    workers = int(settings.Q_CLUSTER.get("workers") or 1)
+    reads = int(getattr(settings, "READS_MAX_IN_FLIGHT", 1))
+    if workers > 1 and reads >= workers:
+        return [
+            Warning(
+                f"READS_MAX_IN_FLIGHT={reads} lets reads take every one of a cluster's {workers} "
+                "workers: a slow document store can hold back every write and message.",
+                hint=f"Set READS_MAX_IN_FLIGHT to at most {workers - 1} (or unset it).",
+                id="handover.W003",
+            )
+        ]
+    return []
+
+
 # The secret .env.example publishes for the demo (docs/intake.md signs with it): anyone can sign
 # an enquiry with it, so a production install must never accept it.
 DEMO_INTAKE_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -2,9 +2,13 @@
 
 waitress reads each request whole (headers and body, the body into memory or a temporary file)
 in its asynchronous layer before a thread sees it, so a client that stalls or trickles costs one
-socket, never a thread; a connection that has sent nothing for ``WEB_CHANNEL_TIMEOUT`` seconds
-is closed; a client address holds at most ``WEB_CONNECTIONS_PER_CLIENT`` connections per
-process, and idle ones are shed before the connection limit (config/connections.py).
+socket, never a thread. A request's headers must be complete within ``WEB_HEADER_TIMEOUT``
+seconds and its body must keep ``WEB_BODY_MIN_RATE`` bytes a second after
+``WEB_BODY_TIMEOUT`` seconds' allowance; a kept-alive connection silent for
+``WEB_CHANNEL_TIMEOUT`` seconds is closed; a client address holds at most
+``WEB_CONNECTIONS_PER_CLIENT`` connections per process, and before the connection limit the
+connections that have gone longest without delivering a request are shed, never one whose
+body is arriving (config/connections.py).
 gunicorn's gthread worker, which this replaces, read bodies in its threads: eight
 connections that declared a body and stopped sending held every thread of a 2 x 4 server
 (docs/reliability.md, "Slow clients").
@@ -54,14 +58,34 @@ def options(argv=None) -> argparse.Namespace:
         "--channel-timeout",
         type=int,
         default=_env_int("WEB_CHANNEL_TIMEOUT", 10, 1),
-        help="close a connection that has sent or received nothing for this many seconds",
+        help="close a kept-alive connection between requests, or one not reading its answer, "
+        "after this many seconds with nothing sent or received",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=int,
+        default=_env_int("WEB_HEADER_TIMEOUT", 5, 1),
+        help="a request's line and headers must be complete within this many seconds of the "
+        "connection (or of the request's first byte on a kept-alive one)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=int,
+        default=_env_int("WEB_BODY_TIMEOUT", 10, 1),
+        help="a body has this many seconds, plus one for every --body-min-rate bytes received",
+    )
+    p.add_argument(
+        "--body-min-rate",
+        type=int,
+        default=_env_int("WEB_BODY_MIN_RATE", 500, 1),
+        help="bytes a second a body must keep up (after --body-timeout's allowance)",
     )
     p.add_argument(
         "--connection-limit",
         type=int,
         default=_env_int("WEB_CONNECTION_LIMIT", 500, 1),
-        help="open connections per process; from 80%% of it each new one closes the longest "
-        "idle one, and at it new ones wait in the listen backlog",
+        help="open connections per process; from 80%% of it each new one closes the one that "
+        "has gone longest without delivering a request, and at it new ones wait in the backlog",
     )
     p.add_argument(
         "--connections-per-client",
@@ -131,15 +155,17 @@ def serve_one(sock: socket.socket, opts: argparse.Namespace) -> None:
     module, _, attribute = opts.app.partition(":")
     application = getattr(importlib.import_module(module), attribute or "application")
     app = access_logged(application) if opts.access_log else application
-    # waitress's server with a per-address bound and idle shedding (config/connections.py).
+    # waitress's server with request time limits, a per-address bound and a connection budget
+    # (config/connections.py).
     server = create_guarded_server(
         app,
         per_client=opts.connections_per_client,
+        header_timeout=opts.header_timeout,
+        body_timeout=opts.body_timeout,
+        body_min_rate=opts.body_min_rate,
         sockets=[sock],
         threads=opts.threads,
         channel_timeout=opts.channel_timeout,
-        # How often waitress looks for connections past channel_timeout.
-        cleanup_interval=max(1, opts.channel_timeout // 2),
         connection_limit=opts.connection_limit,
         max_request_body_size=opts.max_body_bytes,
         # poll(), not select(): select() cannot watch a descriptor numbered above 1024.
@@ -179,11 +205,15 @@ def main(argv=None) -> int:
     for sock in sockets:
         sock.close()
     log.info(
-        "serving on http://%s (%d processes x %d threads, channel timeout %ds, "
-        "%d connections per process, %d per client address)",
+        "serving on http://%s (%d processes x %d threads, headers within %ds, bodies at "
+        "%d bytes/s after %ds, kept-alive %ds, %d connections per process, %d per client "
+        "address)",
         opts.listen,
         opts.processes,
         opts.threads,
+        opts.header_timeout,
+        opts.body_min_rate,
+        opts.body_timeout,
         opts.channel_timeout,
         opts.connection_limit,
         opts.connections_per_client,

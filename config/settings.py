@@ -63,6 +63,8 @@ MIDDLEWARE = [
     "config.busy.DatabaseBusyMiddleware",
     # Before the session, auth and every view: a NUL anywhere in the request is a 400.
     "config.inputs.RefuseNulMiddleware",
+    # Before the session and the view: a log-in POST beyond the concurrency bound is a 429.
+    "config.logins.LoginConcurrencyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -171,6 +173,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimu
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "config.security.client_ip"
+# Log-in POSTs checked at once per web process, overall and from one client address; one
+# beyond either is answered 429 at once, never queued (config/logins.py).
+LOGIN_CONCURRENCY = env_int("LOGIN_CONCURRENCY", 2, minimum=1)
+LOGIN_CONCURRENCY_PER_CLIENT = env_int("LOGIN_CONCURRENCY_PER_CLIENT", 1, minimum=1)
 # Trusted reverse proxies in front of the web nodes (0 = none: REMOTE_ADDR is the client).
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 
@@ -269,6 +275,18 @@ if EMAIL_USE_TLS and EMAIL_USE_SSL:
         "port 465) cannot both be on: set one"
     )
 EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+# E-mail is retried as e-mail is (ledger.execution.retrying): a relay that refuses, answers 4xx
+# or times out before the message is sent is tried again after EMAIL_RETRY_FIRST_SECONDS,
+# doubling up to EMAIL_RETRY_MAX_SECONDS, for EMAIL_RETRY_HOURS from the first attempt; then a
+# person. These replace the retry budget of an integration of the smtp kind.
+EMAIL_RETRY_HOURS = env_float("EMAIL_RETRY_HOURS", 24.0, minimum=0.01)
+EMAIL_RETRY_FIRST_SECONDS = env_float("EMAIL_RETRY_FIRST_SECONDS", 60.0, minimum=1.0)
+EMAIL_RETRY_MAX_SECONDS = env_float("EMAIL_RETRY_MAX_SECONDS", 3600.0, minimum=1.0)
+if EMAIL_RETRY_MAX_SECONDS < EMAIL_RETRY_FIRST_SECONDS:
+    raise ImproperlyConfigured(
+        "EMAIL_RETRY_MAX_SECONDS (the longest wait between two tries) cannot be shorter than "
+        "EMAIL_RETRY_FIRST_SECONDS (the first wait)"
+    )
 DEFAULT_FROM_EMAIL = env_email("DEFAULT_FROM_EMAIL", "Handover <handover@localhost.localdomain>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 # Operators are e-mailed about work that needs them (recovery.notices): at most one message per
@@ -283,6 +301,9 @@ ANYMAIL = {
 }
 if ANYMAIL["WEBHOOK_SECRET"] and ":" not in ANYMAIL["WEBHOOK_SECRET"]:
     raise ImproperlyConfigured("DELIVERY_WEBHOOK_SECRET must be user:password")
+# A signed provider event is taken only within this many seconds of its signature's timestamp,
+# either side; its token is taken once (ledger.signed_events).
+DELIVERY_WEBHOOK_WINDOW_SECONDS = env_int("DELIVERY_WEBHOOK_WINDOW_SECONDS", 900, minimum=60)
 # Appointment slots (ledger.appointments): opening hours in TIME_ZONE on working days, the
 # length of one visit, and how many working days from today a read covers.
 APPOINTMENTS_OPEN_HOUR = env_int("APPOINTMENTS_OPEN_HOUR", 9, minimum=0)
@@ -338,6 +359,17 @@ Q_CLUSTER = {
     "poll": env_float("Q_POLL", 0.2, minimum=0.01),
     "label": "Tasks",
 }
+# What one read may cost (docs/integrations.md, "What a read may cost"). A PDF's text, and a
+# calendar's events, are read in a child process with this much CPU and memory (ledger.budget);
+# a calendar's recurring events give at most this many busy times in the window.
+EXTRACTION_CPU_SECONDS = env_float("EXTRACTION_CPU_SECONDS", 10.0, minimum=1.0)
+EXTRACTION_MEMORY_MB = env_int("EXTRACTION_MEMORY_MB", 512, minimum=64)
+CALENDAR_MAX_OCCURRENCES = env_int("CALENDAR_MAX_OCCURRENCES", 1000, minimum=1)
+# Reads in flight at once from all workers together (ledger.reads), and an integration's read
+# share at most: by default one fewer than a cluster's workers, so that writes and messages
+# always find one; and the reads of one enquiry in flight at once.
+READS_MAX_IN_FLIGHT = env_int("READS_MAX_IN_FLIGHT", max(_Q_WORKERS - 1, 1), minimum=1)
+READS_PER_ENQUIRY = env_int("READS_PER_ENQUIRY", 2, minimum=1)
 if env_str("REDIS_URL", ""):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER.pop("broker_class")

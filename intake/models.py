@@ -1,16 +1,38 @@
 import secrets
+import unicodedata
 import uuid
 
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorField
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import F, Func, Value
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from intake.workflow import MODEL, SYSTEM
+
+# The keyword suggester tries each active category's keywords on every enquiry: bounded so that
+# a suggestion stays cheap whatever was typed or provisioned (300,000 keywords once took 11.6 s).
+KEYWORDS_MAX = 200
+KEYWORD_MAX_LENGTH = 100
+
+
+def keyword_problem(keywords: str) -> str:
+    """Why ``keywords`` (one per line) cannot be kept, in words naming the limit; or ""."""
+    words = [k.strip() for k in keywords.splitlines() if k.strip()]
+    if len(words) > KEYWORDS_MAX:
+        return f"At most {KEYWORDS_MAX} keywords (there are {len(words)})."
+    long = next((k for k in words if len(k) > KEYWORD_MAX_LENGTH), None)
+    if long is not None:
+        return (
+            f"Each keyword at most {KEYWORD_MAX_LENGTH} characters "
+            f"({long[:40]!r}... has {len(long)})."
+        )
+    if any(unicodedata.category(ch) == "Cc" and ch not in "\r\n" for ch in keywords):
+        return "Remove the control character: write one keyword or phrase per line."
+    return ""
 
 
 class Category(models.Model):
@@ -38,8 +60,15 @@ class Category(models.Model):
     def __str__(self):
         return self.name if self.active else f"{self.name} (retired)"
 
+    def clean(self):
+        problem = keyword_problem(self.keywords or "")
+        if problem:
+            raise ValidationError({"keywords": problem})
+
     def keyword_list(self):
-        return [k.strip().lower() for k in self.keywords.splitlines() if k.strip()]
+        # Bounded here too, for a row stored before the bounds.
+        words = [k.strip().lower() for k in self.keywords.splitlines() if k.strip()]
+        return [k for k in words if len(k) <= KEYWORD_MAX_LENGTH][:KEYWORDS_MAX]
 
 
 class EnquiryState(models.TextChoices):

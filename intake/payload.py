@@ -296,6 +296,38 @@ def check_email(address: str) -> None:
     validate_email(address)
 
 
+def _email(value: str, errors) -> str:
+    """The address as stored (NFC, lower-cased), or a message in ``errors["email"]``."""
+    # RFC 6532 asks for NFC: the same address typed on two keyboards is one address.
+    value = unicodedata.normalize("NFC", value)
+    control = next((ch for ch in value if unicodedata.category(ch) == "Cc"), None)
+    if control is not None:
+        # Django's rule lets a quoted local part ("a\nb"@example.org) carry control
+        # characters; in a message's To: header a line break there starts a header of its own.
+        errors.setdefault("email", []).append(
+            f"Check the email address: remove the control character U+{ord(control):04X} "
+            "(a line break, tab or similar); an address cannot contain one."
+        )
+        return value
+    try:
+        check_email(value)
+    except ValidationError:
+        errors.setdefault("email", []).append(
+            f"Check the email address: {value[:80]!r} is not a valid address."
+        )
+        return value
+    # Lower-cased so the advisory customer match is an indexed equality. Lower-casing can
+    # lengthen text ("\u0130" becomes two characters), so the limit is checked on what will be
+    # stored.
+    lowered = value.lower()
+    if len(lowered) > LIMITS["email"]:
+        errors.setdefault("email", []).append(
+            f"Shorten the email address to at most {LIMITS['email']} characters: it has "
+            f"{len(lowered)} once lower-cased."
+        )
+    return lowered
+
+
 def validate_payload(data) -> tuple[Payload | None, dict[str, list[str]]]:
     """(Payload, {}) when the body is acceptable, else (None, {field: [messages]})."""
     if not isinstance(data, dict):
@@ -320,25 +352,7 @@ def validate_payload(data) -> tuple[Payload | None, dict[str, list[str]]]:
         documents=_documents(data.get("documents"), errors),
     )
     if payload.email:
-        # RFC 6532 asks for NFC: the same address typed on two keyboards is one address.
-        payload.email = unicodedata.normalize("NFC", payload.email)
-        try:
-            check_email(payload.email)
-        except ValidationError:
-            errors.setdefault("email", []).append(
-                f"Check the email address: {payload.email[:80]!r} is not a valid address."
-            )
-        else:
-            # Lower-cased so the advisory customer match is an indexed equality. Lower-casing
-            # can lengthen text ("\u0130" becomes two characters), so the limit is checked on
-            # what will be stored.
-            lowered = payload.email.lower()
-            if len(lowered) > LIMITS["email"]:
-                errors.setdefault("email", []).append(
-                    f"Shorten the email address to at most {LIMITS['email']} characters: it has "
-                    f"{len(lowered)} once lower-cased."
-                )
-            payload.email = lowered
+        payload.email = _email(payload.email, errors)
     if payload.phone:
         digits = sum(ch.isdigit() for ch in payload.phone)
         if not _PHONE.match(payload.phone) or not 7 <= digits <= 15:

@@ -89,11 +89,7 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
     event_id = _header(headers, "webhook-id")
     if event_id is not None and not _readable_event_id(str(event_id)):
         # It could never verify: a header arrives as latin-1, the sender signed other bytes.
-        return _error(
-            401,
-            f"Signature refused: webhook-id must be printable ASCII of at most {EVENT_ID_MAX} "
-            "characters (letters, digits and punctuation, as Standard Webhooks ids are).",
-        )
+        return _error(401, EVENT_ID_REFUSED)
     try:
         signing.verify(
             secrets,
@@ -140,6 +136,11 @@ def receive_event(source: str, headers, body: bytes, *, now: datetime | None = N
 
 
 EVENT_ID_MAX = IntakeEvent._meta.get_field("event_id").max_length
+# Also the web server's words for a webhook-id it cannot parse (config/badheaders.py).
+EVENT_ID_REFUSED = (
+    f"Signature refused: webhook-id must be printable ASCII of at most {EVENT_ID_MAX} "
+    "characters (letters, digits and punctuation, as Standard Webhooks ids are)."
+)
 
 
 def _readable_event_id(event_id: str) -> bool:

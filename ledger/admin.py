@@ -112,6 +112,7 @@ class IntegrationAdmin(admin.ModelAdmin):
                 "fields": (
                     "max_requests_per_second",
                     "max_in_flight",
+                    "read_share",
                     "throttled_until",
                     "throttle_reason",
                 ),

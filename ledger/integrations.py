@@ -10,7 +10,9 @@ the kind's minimum), ``<P>_MAX_AGE_SECONDS`` (how old a read may be: 300), ``<P>
 username) and ``<P>_PAUSED``. ``NOTIFY_KIND=smtp`` takes the relay from Django's e-mail settings
 instead: ``EMAIL_HOST``, ``EMAIL_PORT``, ``EMAIL_USE_TLS``/``EMAIL_USE_SSL`` and
 ``EMAIL_HOST_USER`` make the address (``smtp+starttls://user@host:587``), ``EMAIL_HOST_PASSWORD``
-the token and ``EMAIL_TIMEOUT`` the timeout. After the first seeding the row is the truth: an
+the token and ``EMAIL_TIMEOUT`` the timeout; its transient failures are retried by e-mail's
+window (``EMAIL_RETRY_*``, ledger.policies.retry_schedule), not by ``NOTIFY_RETRY_BUDGET``.
+After the first seeding the row is the truth: an
 admin's edits are never overwritten by a restart.
 """
 
@@ -94,6 +96,8 @@ def _defaults(name, p, kind, declared, owner, paused) -> dict:
         # Empty: no limit (ledger.limits); admins change them with the rest of the row.
         "max_requests_per_second": env_rate(f"{p}_MAX_REQUESTS_PER_SECOND"),
         "max_in_flight": env_int(f"{p}_MAX_IN_FLIGHT", None, minimum=1),
+        # Empty: READS_MAX_IN_FLIGHT (ledger.reads); only reads take a share.
+        "read_share": env_int(f"{p}_READ_SHARE", None, minimum=1),
         "owner": owner,
         "paused": paused,
         "pause_reason": "paused from the environment" if paused else "",

@@ -72,6 +72,9 @@ class Kind:
     declared = Capabilities(lookup=True, idempotency_key=True, settle_delay_seconds=0.0)
     needs_token = False
     schemes: tuple[str, ...] = HTTP_SCHEMES
+    # How a transient failure is retried (ledger.policies.retry_schedule): "budget", the row's
+    # retry budget and backoff; "email", for hours as e-mail is (the EMAIL_RETRY_* settings).
+    retries = "budget"
 
     def serves(self, integration_name: str) -> bool:
         return integration_name in self.connectors
@@ -351,6 +354,7 @@ class SmtpKind(Kind):
     # an uncertain send waits for a person (ledger.smtp).
     declared = Capabilities(lookup=False, idempotency_key=False, settle_delay_seconds=0.0)
     schemes = ("smtp", "smtp+starttls", "smtps")
+    retries = "email"
 
     def validate(self, integration):
         errors = super().validate(integration)

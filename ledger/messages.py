@@ -83,6 +83,10 @@ KIND_WRONG_SCHEME = _("%(kind)s takes an address starting %(schemes)s.")
 
 # --- appointments (ledger.models.Integration.clean, ledger.kinds.CalDavKind) ---------------------
 MAX_AGE_OUT_OF_BOUNDS = _("Must be between 10 s and 1 d.")
+READ_SHARE_OUT_OF_BOUNDS = _(
+    "A whole number from 1 to %(most)s (READS_MAX_IN_FLIGHT): reads of every integration "
+    "together never take more workers than that, so that writes and messages keep one."
+)
 CALDAV_TOKEN_SHAPE = _(
     "A CalDAV token is the calendar account's user name and password as user:password "
     "(sent as HTTP Basic), or empty for a calendar without log-in."

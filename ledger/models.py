@@ -280,6 +280,15 @@ class Integration(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Calls waiting for this destination's answer at once. Empty: no limit.",
     )
+    # Reads from this destination in flight at once, from all workers together (ledger.reads):
+    # a share of the workers, so that reads never take every one from writes and messages.
+    read_share = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Reads from this destination in flight at once, from all workers together. "
+        "Empty: READS_MAX_IN_FLIGHT (one fewer than a cluster's workers), never more.",
+    )
     # Set when the destination answers 429 (or 503 with Retry-After): nothing is sent to it
     # before this time. Written by ledger.limits.throttle() alone, never by a form.
     throttled_until = models.DateTimeField(null=True, blank=True, editable=False)
@@ -307,8 +316,11 @@ class Integration(models.Model):
         "max_age_seconds",
         "max_requests_per_second",
         "max_in_flight",
+        "read_share",
     )
     SECRET_FIELDS = ("token",)
+    # Integrations Handover reads from (their reads take a share of the workers: ledger.reads).
+    READ_FROM = (DOCUMENTS, APPOINTMENTS)
 
     @property
     def capabilities(self):
@@ -342,6 +354,9 @@ class Integration(models.Model):
                 "timeout": cluster_timeout,
                 "retry": retry,
             }
+        reads = int(getattr(settings, "READS_MAX_IN_FLIGHT", 1))
+        if self.read_share is not None and not 1 <= self.read_share <= reads:
+            errors["read_share"] = messages.READ_SHARE_OUT_OF_BOUNDS % {"most": reads}
         try:
             checked_rate(self.max_requests_per_second)
         except ValueError as exc:
@@ -771,3 +786,26 @@ class Attempt(models.Model):
 
     def __str__(self):
         return f"{self.operation_id} #{self.number} {self.kind}: {self.outcome or 'in flight'}"
+
+
+class ProviderEvent(models.Model):
+    """A signed event a provider sent us, taken once (ledger.signed_events.take_once): the same
+    event id again is a replay (or the provider's retry of one already acted on) and does
+    nothing. Rows older than the signature window are pruned: an event that old is refused by
+    its timestamp before its id is looked up."""
+
+    provider = models.CharField(max_length=40)
+    event_id = models.CharField(max_length=200)
+    signed_at = models.DateTimeField()
+    taken_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "event_id"], name="provider_event_taken_once"
+            )
+        ]
+        indexes = [models.Index(fields=["signed_at"], name="provider_event_signed_at")]
+
+    def __str__(self):
+        return f"{self.provider} {self.event_id}"

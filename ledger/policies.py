@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from ledger.connectors.base import Connector
 from ledger.connectors.suggester import SuggesterConnector
 from ledger.models import (
@@ -160,6 +162,38 @@ def retry_budget(operation) -> tuple[int, float]:
     if integration is None:
         return policy.default_retry_budget, policy.default_backoff_seconds
     return max(1, integration.retry_budget), max(0.0, integration.backoff_seconds)
+
+
+@dataclass(frozen=True)
+class RetrySchedule:
+    """When a transient failure (nothing sent) is tried again: ``first`` seconds after the
+    first failure, doubling, at most ``cap``; for ``attempts`` calls in all, or, with a
+    ``window``, for as long as that many seconds since the budget's first attempt last (the
+    last try at the window's end). Then `failed`, for a person."""
+
+    first: float
+    attempts: int | None = None
+    cap: float | None = None
+    window: float | None = None
+
+    def delay(self, used: int) -> float:
+        """Seconds before the next try after ``used`` calls of the budget."""
+        delay = self.first * 2 ** min(max(used - 1, 0), 40)
+        return delay if self.cap is None else min(delay, self.cap)
+
+
+def retry_schedule(operation) -> RetrySchedule:
+    """The operation's schedule: e-mail's window for a kind that is retried as e-mail is
+    (ledger.kinds, the EMAIL_RETRY_* settings), else the integration's retry budget."""
+    integration = operation.integration
+    if integration is not None and kind_of(integration).retries == "email":
+        return RetrySchedule(
+            first=settings.EMAIL_RETRY_FIRST_SECONDS,
+            cap=settings.EMAIL_RETRY_MAX_SECONDS,
+            window=settings.EMAIL_RETRY_HOURS * 3600.0,
+        )
+    attempts, backoff = retry_budget(operation)
+    return RetrySchedule(first=backoff, attempts=attempts)
 
 
 # --- what a person may do next --------------------------------------------------------------

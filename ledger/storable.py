@@ -27,6 +27,15 @@ def text(value, limit: int | None = None) -> str:
     return value if limit is None else value[:limit]
 
 
+def status(value) -> int | None:
+    """A status code as the records keep it (an HTTP status, an SMTP reply code: three digits,
+    100 to 999), or None. Anything else a destination could send (0, -1, a huge number) would
+    break the columns' check; the words of the error still say what came."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 100 <= value <= 999 else None
+
+
 def data(value):
     """A JSON-shaped value (dicts, lists, scalars) with every string, keys too, cleaned."""
     if isinstance(value, str):

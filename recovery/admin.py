@@ -1,10 +1,12 @@
 from datetime import timedelta
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.db import models
 
 from recovery import durations
 from recovery.models import Escalation, QueueVisit, ResponsePolicy
+from recovery.people_admin import PersonAdmin
 
 
 @admin.register(ResponsePolicy)
@@ -56,3 +58,8 @@ class QueueVisitAdmin(ReadOnlyAdmin):
 class EscalationAdmin(ReadOnlyAdmin):
     list_display = ("subject_type", "subject_id", "queue", "escalated_to", "at")
     list_filter = ("queue",)
+
+
+# People: the console's rules in Django's admin too (recovery/people_admin.py).
+admin.site.unregister(get_user_model())
+admin.site.register(get_user_model(), PersonAdmin)

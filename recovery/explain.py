@@ -105,7 +105,9 @@ def seen_at(attempt) -> str:
     """ " (seen at 14:02, 1 Dec 2026, HTTP 501)": when a piece of evidence was observed."""
     if attempt is None:
         return ""
-    status = f", HTTP {attempt.response_status}" if attempt.response_status else ""
+    # An e-mail's attempt records the relay's reply code, which is not an HTTP status.
+    protocol = "SMTP" if (attempt.request_summary or {}).get("method") == "SMTP" else "HTTP"
+    status = f", {protocol} {attempt.response_status}" if attempt.response_status else ""
     return f" (seen {when(attempt.started_at)}{status})"
 
 

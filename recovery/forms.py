@@ -1,5 +1,6 @@
 """Operator-action forms: every one asks for a reason, which is written to the journal."""
 
+import unicodedata
 import uuid
 from datetime import timedelta
 
@@ -11,6 +12,7 @@ from config.destinations import validate_address
 from intake.models import Category
 from intake.visible import has_visible_text
 from intake.workflow import REASON_REQUIRED
+from ledger import reads
 from ledger.models import Integration
 from ledger.rates import RateFormField
 from recovery import messages
@@ -159,6 +161,17 @@ class EditForm(ReasonForm):
             for name in self.FIELDS:
                 self.fields[name].initial = self.revision_fields.get(name, "")
 
+    def clean_email(self):
+        # The address goes into the acknowledgement's To: header: a line break inside a quoted
+        # local part ("a\nb"@example.org, which Django's rule allows) would split the header.
+        email = self.cleaned_data.get("email") or ""
+        if any(unicodedata.category(ch) == "Cc" for ch in email):
+            raise forms.ValidationError(
+                "Remove the control character (a line break, tab or similar): an address "
+                "cannot contain one."
+            )
+        return email
+
     def changed_fields(self) -> dict:
         """Fields sent and different from the current revision (absent means unchanged)."""
         data = self.cleaned_data
@@ -233,6 +246,7 @@ LABELS = {
     "max_age_seconds": "Read again after (maximum age)",
     "max_requests_per_second": "Most requests per second",
     "max_in_flight": "Most calls in flight at once",
+    "read_share": "Reads' share of the workers",
 }
 HELP = {
     "kind": "The API the destination speaks: Handover's own contract (the sandbox) or a real "
@@ -258,6 +272,9 @@ HELP = {
     "and reads alike: a plain decimal from 0.01 to 10000, such as 25 or 0.5. Empty or 0: no "
     "limit. A released backlog drains at this rate.",
     "max_in_flight": "Calls waiting for this destination's answer at once. Empty: no limit.",
+    "read_share": "Reads from this destination in flight at once, from every worker together, "
+    "from 1 to {reads}. Empty: {reads} (READS_MAX_IN_FLIGHT), which leaves writes and messages "
+    "a worker. The reads beyond it wait their turn, their retries untouched.",
 }
 
 
@@ -282,7 +299,7 @@ class IntegrationForm(forms.ModelForm):
         timeout = settings.Q_CLUSTER.get("timeout")
         for name, field in self.fields.items():
             if name in HELP:
-                field.help_text = HELP[name].format(timeout=timeout)
+                field.help_text = HELP[name].format(timeout=timeout, reads=reads.max_in_flight())
         for name, (minimum, maximum) in SECONDS.items():
             if name in self.fields:
                 old = self.fields[name]
@@ -297,6 +314,8 @@ class IntegrationForm(forms.ModelForm):
                 )
         if self.instance.name != Integration.APPOINTMENTS:
             self.fields.pop("max_age_seconds", None)  # only reads have an age
+        if self.instance.name not in Integration.READ_FROM:
+            self.fields.pop("read_share", None)  # only reads take a share
         if "base_url" in self.fields:
             # The one rule for an address (config.destinations), as in the admin and the
             # environment.
@@ -329,6 +348,13 @@ class IntegrationForm(forms.ModelForm):
         if self.cleaned_data.get("remove_token") and self.cleaned_data.get("token"):
             self.add_error("token", messages.TOKEN_TYPED_AND_REMOVED)
         return data
+
+    def clean_read_share(self):
+        # ASCII digits only: int() also reads "٣" (3), which no one types for a share on purpose.
+        raw = str(self.data.get(self.add_prefix("read_share")) or "").strip()
+        if raw and not raw.isascii():
+            raise forms.ValidationError(messages.NUMBER_RANGES["read_share"])
+        return self.cleaned_data.get("read_share")
 
     def _post_clean(self):
         # An empty token field means "keep it": put the stored value back before the model is

@@ -61,6 +61,9 @@ NUMBER_RANGES = {
         "empty or 0 means no limit."
     ),
     "max_in_flight": _("Calls in flight at once: a whole number, 1 or more; empty means no limit."),
+    "read_share": _(
+        "Reads' share: a whole number of reads in flight, 1 or more; empty means the default."
+    ),
 }
 OPERATION_DONE = {
     "reconcile": _(

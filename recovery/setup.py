@@ -21,7 +21,8 @@ from django.core.validators import validate_email
 from django.db import transaction
 
 from intake.models import Category
-from ledger import journal
+from intake.workflow import ActionRefused
+from ledger import journal, mailaddress
 from ledger.services.common import require_permission, require_reason
 from recovery.models import Queue, ResponsePolicy
 from recovery.roles import ROLE_PERMISSIONS
@@ -126,6 +127,47 @@ def roles_of(user) -> list[str]:
     return sorted(g.name for g in user.groups.all() if g.name in ROLES)
 
 
+ADMIN_ROLE = "admin"
+PERSON_CHANGED = "recovery.person.roles"  # every change to a person's roles or flags
+LAST_ADMIN = (
+    "{person} is the last active member of the admin role: give the role to someone else "
+    "first. Without one, nobody could grant roles or set Handover up."
+)
+
+
+class LastAdmin(ActionRefused):
+    """The change would leave no active member of the admin role."""
+
+
+def refuse_losing_last_admin(person, *, stays_admin: bool) -> None:
+    """Refuse (LastAdmin) a change after which ``person`` is no active admin-role member when
+    they are the only one now. Run inside the change's transaction, before the person's row is
+    locked: the admin group's row is locked first, so two admins demoting each other at once
+    are taken one after the other (the second sees the first's change) and cannot deadlock."""
+    if stays_admin:
+        return
+    list(Group.objects.select_for_update().filter(name=ADMIN_ROLE).values_list("pk", flat=True))
+    admins = set(
+        get_user_model()
+        .objects.filter(groups__name=ADMIN_ROLE, is_active=True)
+        .values_list("pk", flat=True)
+    )
+    if admins == {person.pk}:
+        raise LastAdmin(LAST_ADMIN.format(person=person.get_username()))
+
+
+def record_person_change(person, *, actor, reason, diff: dict) -> None:
+    """One journal row for a change to a person's roles or flags (the console's People page,
+    provisioning, Django's admin): the same action, so a person's history reads as one."""
+    journal.record(
+        person,
+        PERSON_CHANGED,
+        actor=actor,
+        reason=reason,
+        evidence={"username": person.get_username(), **diff},
+    )
+
+
 def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, staff=None) -> dict:
     """Give a person exactly ``roles`` (a role is the group of that name), and optionally the
     recover permission and staff status. An admin needs ``is_staff`` to open Django's admin:
@@ -137,6 +179,7 @@ def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, st
     if unknown:
         raise ValueError(f"no role {sorted(unknown)[0]!r}")
     with transaction.atomic():
+        refuse_losing_last_admin(user, stays_admin=ADMIN_ROLE in roles and user.is_active)
         person = get_user_model().objects.select_for_update().get(pk=user.pk)
         diff = {}
         had = roles_of(person)
@@ -164,13 +207,7 @@ def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, st
                     person.user_permissions.remove(permission)
                 diff["may_recover"] = {"from": has, "to": may_recover}
         if diff:
-            journal.record(
-                person,
-                "recovery.person.roles",
-                actor=actor,
-                reason=reason,
-                evidence={"username": person.get_username(), **diff},
-            )
+            record_person_change(person, actor=actor, reason=reason, diff=diff)
     return diff
 
 
@@ -180,20 +217,17 @@ ADDRESS_WORDS = {False: "", True: "an address"}
 
 def clean_address(value: str) -> str:
     """An address as Handover keeps it: trimmed, its domain in lower case, valid as Django
-    validates one, plain ASCII (the relay is spoken to without SMTPUTF8: an internationalised
-    domain is written in its xn-- form), at most 254 characters. ValueError otherwise."""
+    validates one and as the relay is written to (ledger.mailaddress: an international domain
+    must have an IDNA 2008 form), at most 254 characters. ValueError otherwise."""
     email = get_user_model().objects.normalize_email((value or "").strip())
     if not email:
         return ""
-    if not email.isascii():
-        raise ValueError(
-            "Write the address in plain letters (an internationalised domain in its xn-- form)."
-        )
-    if len(email) > 254:
+    if len(email) > 254:  # lower case can be longer than what was typed
         raise ValueError("An address has at most 254 characters.")
     try:
         validate_email(email)
-    except ValidationError as exc:
+        mailaddress.parse(email)
+    except (ValidationError, mailaddress.AddressError) as exc:
         raise ValueError("Enter a valid e-mail address.") from exc
     return email
 

@@ -151,6 +151,7 @@ PROCESS_FIXTURES = frozenset(
         "chromium",  # Playwright's driver and a headless Chromium
         "bottlecrm",
         "bottlecrm_without_custom_field",
+        "child_process",  # ledger.budget's child: a PDF's text is read in one (ledger.extraction)
     }
 )
 BOTTLECRM_FIXTURES = frozenset({"bottlecrm", "bottlecrm_without_custom_field"})
@@ -164,6 +165,11 @@ def pytest_collection_modifyitems(items):
         # A test that asks for a BottleCRM: `-m "not bottlecrm"` leaves it out.
         if BOTTLECRM_FIXTURES & used:
             item.add_marker(pytest.mark.bottlecrm)
+
+
+@pytest.fixture
+def child_process():
+    """Asked for by a test that forks ledger.budget's child (reading a PDF does): marks it slow."""
 
 
 class StartedAProcess(Exception):

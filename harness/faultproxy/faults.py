@@ -129,6 +129,8 @@ class ProxyState:
 
     def _reset_counters(self) -> None:
         self.total = Counters()
+        # The most requests the proxy had in hand at once since the last reset.
+        self.peak_in_flight = self.in_flight
         # Every named target, and every pattern a fault was ever armed on, has counters.
         self.patterns: dict[str, Pattern] = dict(self.named)
         self.counters: dict[str, Counters] = {key: Counters() for key in self.patterns}
@@ -157,6 +159,7 @@ class ProxyState:
             keys = [key for key, pattern in self.patterns.items() if pattern.matches(method, path)]
             self.total.seen += 1
             self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             for key in keys:
                 self.counters[key].seen += 1
             fault = next((f for f in self.faults if f.pattern.matches(method, path)), None)
@@ -223,6 +226,7 @@ class ProxyState:
                 "faults_pending": [fault.describe() for fault in self.faults],
                 "held": self.held,
                 "in_flight": self.in_flight,
+                "peak_in_flight": self.peak_in_flight,
             }
 
 

@@ -10,7 +10,15 @@ next N connections or messages (``count``), or until cleared:
 - ``550``: RCPT TO answered "550 5.1.1 ... User unknown" (for ``recipient``, or everyone);
 - ``drop_after_data``: the message is received and kept, then the connection is closed before
   the reply to the final dot;
-- ``late``: the message is received and kept, and the reply comes ``delay`` seconds later.
+- ``late``: the message is received and kept, and the reply comes ``delay`` seconds later;
+- ``garbage_greeting``: the connection is greeted with a line that is not SMTP;
+- ``drip``: the reply to MAIL FROM is sent one byte every ``delay`` seconds;
+- ``slow_replies``: every reply on the connection (the greeting first) comes ``delay`` seconds
+  late;
+- ``long_reply``: the reply to MAIL FROM is 250 in 2,000 lines (about 130 KB);
+- ``slow_quit``: QUIT is answered ``delay`` seconds later (``quits_answered`` in the stats
+  counts the answers given);
+- ``no_smtputf8``: the server stops offering SMTPUTF8 (RFC 6531) until the faults are cleared.
 
 Control API (JSON): ``GET /_mail/stats``, ``GET /_mail/messages``, ``POST /_mail/faults``
 (``{"mode": ..., "count": 1, "recipient": ..., "delay": ...}``), ``DELETE /_mail/faults``,
@@ -34,8 +42,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
 
-MODES = ("refuse", "421", "550", "drop_after_data", "late")
+MODES = (
+    "refuse",
+    "421",
+    "550",
+    "drop_after_data",
+    "late",
+    "garbage_greeting",
+    "drip",
+    "long_reply",
+    "slow_replies",
+    "slow_quit",
+    "no_smtputf8",
+)
+UNTIL_CLEARED = ("refuse", "no_smtputf8")
 
 
 @dataclass
@@ -64,6 +86,8 @@ class Mailbox:
         self.messages: list[dict] = []
         self.faults: list[Fault] = []
         self.refusing = False
+        self.smtputf8 = True
+        self.quits_answered = 0
 
     def take_fault(self, mode: str, recipient: str = "") -> Fault | None:
         with self.lock:
@@ -93,6 +117,7 @@ class Mailbox:
                 "message_id": message_id,
                 "from": envelope.mail_from,
                 "to": list(envelope.rcpt_tos),
+                "mail_options": list(envelope.mail_options),
                 "subject": str(parsed.get("Subject", "")),
                 "file": path.name,
                 # When the message was kept, just before the 250 (wall clock: the bench's
@@ -112,12 +137,16 @@ class Mailbox:
                 "by_message_id": counts,
                 "faults": [f.as_dict() for f in self.faults],
                 "refusing": self.refusing,
+                "smtputf8": self.smtputf8,
+                "quits_answered": self.quits_answered,
             }
 
     def reset(self, *, messages: bool):
         with self.lock:
             self.faults.clear()
+            self.smtputf8 = True
             if messages:
+                self.quits_answered = 0
                 self.messages.clear()
                 for path in self.folder.glob("*.eml"):
                     path.unlink()
@@ -134,7 +163,25 @@ class Handler:
             return "421 4.3.2 Service not available, closing transmission channel"
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
+        if self.mailbox.take_fault("long_reply"):
+            return "\r\n".join(["250-" + "x" * 60] * 2000 + ["250 2.1.0 Ok"])
+        drip = self.mailbox.take_fault("drip")
+        if drip is not None:
+            # All but the last byte, one at a time; aiosmtpd writes the rest and the line end.
+            for byte in b"250 2.1.0 O":
+                server._writer.write(bytes([byte]))
+                await server._writer.drain()
+                await asyncio.sleep(drip.delay)
+            return "k"
         return "250 2.1.0 Ok"
+
+    async def handle_QUIT(self, server, session, envelope):
+        slow = self.mailbox.take_fault("slow_quit")
+        if slow is not None:
+            await asyncio.sleep(slow.delay)
+        with self.mailbox.lock:
+            self.mailbox.quits_answered += 1
+        return "221 Bye"
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if self.mailbox.take_fault("550", address):
@@ -154,6 +201,35 @@ class Handler:
         return f"250 2.0.0 Ok: queued as {secrets.token_hex(5).upper()}"
 
 
+class FaultySMTP(SMTP):
+    """aiosmtpd's server, whose greeting can be garbage."""
+
+    def __init__(self, *args, mailbox: Mailbox, **kwargs):
+        self.mailbox = mailbox
+        self.greeted = False
+        self.slow: Fault | None = None
+        super().__init__(*args, **kwargs)
+
+    async def push(self, status):
+        if not self.greeted:
+            self.greeted = True
+            self.slow = self.mailbox.take_fault("slow_replies")
+            if self.mailbox.take_fault("garbage_greeting"):
+                status = b"\x00\xff-1 this is not SMTP"
+        if self.slow is not None:
+            await asyncio.sleep(self.slow.delay)
+        await super().push(status)
+
+
+class FaultyController(Controller):
+    def __init__(self, *args, mailbox: Mailbox, **kwargs):
+        self.mailbox = mailbox
+        super().__init__(*args, **kwargs)
+
+    def factory(self):
+        return FaultySMTP(self.handler, mailbox=self.mailbox, **self.SMTP_kwargs)
+
+
 class MailServer:
     def __init__(self, host: str, port: int, folder: Path):
         self.host, self.port = host, port
@@ -161,12 +237,18 @@ class MailServer:
         self.controller: Controller | None = None
 
     def listen(self):
+        if self.controller is not None and self.controller.SMTP_kwargs.get("enable_SMTPUTF8") != (
+            self.mailbox.smtputf8
+        ):
+            self.controller.stop()
+            self.controller = None
         if self.controller is None:
-            self.controller = Controller(
+            self.controller = FaultyController(
                 Handler(self.mailbox),
+                mailbox=self.mailbox,
                 hostname=self.host,
                 port=self.port,
-                enable_SMTPUTF8=True,
+                enable_SMTPUTF8=self.mailbox.smtputf8,
                 ready_timeout=10.0,
             )
             self.controller.start()
@@ -181,6 +263,10 @@ class MailServer:
     def set_fault(self, fault: Fault):
         if fault.mode == "refuse":
             self.refuse()
+            return
+        if fault.mode == "no_smtputf8":
+            self.mailbox.smtputf8 = False
+            self.listen()
             return
         with self.mailbox.lock:
             self.mailbox.faults.append(fault)
@@ -202,7 +288,7 @@ def parse_fault(body) -> Fault:
     recipient = body.get("recipient", "") or ""
     if not isinstance(recipient, str):
         raise ValueError("recipient must be an address")
-    return Fault(body["mode"], None if body["mode"] == "refuse" else count, recipient, delay)
+    return Fault(body["mode"], None if body["mode"] in UNTIL_CLEARED else count, recipient, delay)
 
 
 def control_handler(server: MailServer):

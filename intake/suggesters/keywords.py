@@ -2,12 +2,14 @@
 
 import json
 import re
+from functools import lru_cache
 
 from intake.suggesters.base import Answer, Candidate
 
 VERSION = "kw-1"
 
 
+@lru_cache(maxsize=4096)  # every category's keywords, compiled once, not on every enquiry
 def _pattern(keyword: str) -> re.Pattern:
     # Whole words only: "bin" must not fire on "cabinet" or "binary".
     words = [re.escape(w) for w in keyword.lower().split()]

@@ -6,8 +6,11 @@ Basic. A read is two requests, both reads that change nothing:
 
 1. ``PROPFIND`` (depth 0) of the calendar: its ``CS:getctag`` and ``DAV:sync-token``, which
    change whenever anything in the calendar changes: the version of what was read;
-2. ``REPORT`` calendar-query with a time range (today to the window's end, recurring events
-   expanded): the events that make time busy, each with its ``ETag``.
+2. ``REPORT`` calendar-query with a time range (today to the window's end): the events that make
+   time busy, each with its ``ETag``. Recurring events come as their rules and are expanded here,
+   within limits (ledger.connectors.calendar_events): a calendar that cannot be read within them
+   ("too large to read", "too slow to read"), or that is not iCalendar (a bad ``DURATION``), is
+   *invalid*, told once and not retried.
 
 Every request the library makes goes through ``Connector.request`` (the integration's limits,
 then ``ledger.http.send``: a timeout always, every failure classified), never through its own
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import date, datetime, time, timedelta
 
 import caldav
 from caldav.elements import dav
@@ -31,6 +33,21 @@ from requests.structures import CaseInsensitiveDict
 
 from ledger import appointments
 from ledger.connectors.base import CallResult, Connector, ConnectorError, ErrorKind
+from ledger.connectors.calendar_events import TooLarge, read_busy
+
+# What reading an answer can raise when it is not what RFC 4791 and RFC 5545 say (the library's
+# own errors, lxml's, icalendar's and recurring_ical_events' are ValueErrors or these).
+UNREADABLE = (
+    caldav_error.DAVError,
+    etree.XMLSyntaxError,
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
+)
 
 
 class GetCtag(ValuedBaseElement):
@@ -95,11 +112,17 @@ class CalDavRead(Connector):
         calendar = self.calendar(operation)
         try:
             version = self.version(calendar)
+            # Not expanded by the server or the library: each would expand whatever a rule says.
             events = calendar.search(
-                start=start, end=end, event=True, expand=True, props=[dav.GetEtag()]
+                start=start, end=end, event=True, expand=False, props=[dav.GetEtag()]
             )
-            busy, etags = busy_times(events)
-        except (caldav_error.DAVError, etree.XMLSyntaxError, ValueError, KeyError) as exc:
+            resources = [
+                (str(e.url), str(e.props.get(dav.GetEtag.tag, "")), e.data) for e in events
+            ]
+            busy, etags = read_busy(resources, start, end)
+        except TooLarge as exc:
+            raise ConnectorError(ErrorKind.INVALID, f"the calendar is {exc}"[:500]) from exc
+        except UNREADABLE as exc:
             raise ConnectorError(
                 ErrorKind.INVALID, f"the calendar's answer could not be read: {exc}"[:500]
             ) from exc
@@ -119,37 +142,3 @@ class CalDavRead(Connector):
             "ctag": str(props.get(GetCtag.tag) or ""),
             "sync_token": str(props.get(dav.SyncToken.tag) or ""),
         }
-
-
-def busy_times(events) -> tuple[list[tuple[datetime, datetime]], list[str]]:
-    """(busy intervals, "href etag" per event). Transparent and cancelled events free no time
-    and take none."""
-    busy, etags = [], []
-    for event in events:
-        component = event.icalendar_component
-        etags.append(f"{event.url} {event.props.get(dav.GetEtag.tag, '')}")
-        if str(component.get("TRANSP", "")).upper() == "TRANSPARENT":
-            continue
-        if str(component.get("STATUS", "")).upper() == "CANCELLED":
-            continue
-        start = _moment(component.decoded("DTSTART"))
-        if "DTEND" in component:
-            end = _moment(component.decoded("DTEND"))
-        elif "DURATION" in component:
-            end = start + component.decoded("DURATION")
-        elif isinstance(component.decoded("DTSTART"), datetime):
-            end = start
-        else:
-            end = start + timedelta(days=1)  # an all-day event without an end: one day
-        busy.append((start, end))
-    return busy, etags
-
-
-def _moment(value) -> datetime:
-    """An iCalendar DATE or DATE-TIME as an aware datetime (floating times and dates are the
-    console's TIME_ZONE, where people read them)."""
-    if isinstance(value, datetime):
-        return value if timezone.is_aware(value) else timezone.make_aware(value)
-    if isinstance(value, date):
-        return timezone.make_aware(datetime.combine(value, time()))
-    raise ValueError(f"not a time: {value!r}")

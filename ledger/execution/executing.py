@@ -10,8 +10,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from config import roundtrip
-from ledger import effects, failpoints, http, journal, limits
+from ledger import effects, failpoints, http, journal, limits, reads, storable
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
+from ledger.execution import retrying
 from ledger.execution.locking import lock_operation, save_changed, step
 from ledger.execution.outcomes import (
     clear_lease,
@@ -26,13 +27,15 @@ from ledger.execution.outcomes import (
     wait_until,
 )
 from ledger.models import Action, Attempt, OperationState, payload_hash
-from ledger.policies import connector_for, retry_budget
+from ledger.policies import POLICIES, connector_for, policy_for
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
 
 logger = logging.getLogger("ledger.execution")
 
 LEASE_GRACE_SECONDS = 5
+# Reads from a destination: each takes a place in reads' share of the workers (ledger.reads).
+READS = tuple(sorted(a for a, p in POLICIES.items() if not p.is_write and p.integration))
 
 
 def lease_seconds() -> float:
@@ -69,20 +72,28 @@ def _call(op, attempt, shortcut, scope) -> str:
     except Exception as exc:
         # A crash inside Handover's own code, never the destination's answer. Before any
         # request went out nothing was sent: internal, for a person. After one went out the
-        # destination may have acted: uncertain, reconciled, and still said to be ours.
+        # destination may have acted: uncertain, reconciled, and still said to be ours; but a
+        # read changes nothing there, so a read's is internal, told once.
         logger.exception("error inside Handover while calling for %s", op.pk)
+        sent = http.requests_started() != started
         return record_failure(
             op.pk,
             attempt,
-            internal_error(exc, sent=http.requests_started() != started),
+            internal_error(exc, sent=sent, read=not policy_for(op.action).is_write),
             actor=actor,
         )
     failpoints.hit("after_call_succeeded", op)
     return record_success(op.pk, attempt, result, actor=actor)
 
 
-def internal_error(exc, *, sent: bool) -> ConnectorError:
+def internal_error(exc, *, sent: bool, read: bool = False) -> ConnectorError:
     what = f"{type(exc).__name__}: {exc}"[:500]
+    if read and sent:
+        return ConnectorError(
+            ErrorKind.INTERNAL,
+            f"error inside Handover while reading what the destination sent ({what}); a read "
+            "changes nothing there",
+        )
     if not sent:
         return ConnectorError(
             ErrorKind.INTERNAL, f"error inside Handover before anything was sent ({what})"
@@ -153,6 +164,12 @@ def claim(op_id):
             if later is not None:
                 come_back(op, EXECUTE, later.at)
                 return None
+        if op.action in READS:
+            # Reads' share of the workers, and one enquiry's reads taking turns (ledger.reads).
+            wait = reads.admission(op, actions=READS, now=now)
+            if wait is not None:
+                come_back(op, EXECUTE, wait.at)
+                return None
         roundtrip.insert([attempt])
         op.attempt_count = number
         op.last_attempted_at = now
@@ -217,26 +234,30 @@ def record_failure(op_id, attempt, error: ConnectorError, *, actor) -> str:
             return "late failure"
         op.last_error_class = "internal" if getattr(error, "internal", False) else error.kind.value
         op.last_error_message = error.message[:2000]
-        op.last_error_status = error.status
+        op.last_error_status = storable.status(error.status)
         clear_lease(op)
         kind = error.kind
         if throttled:
             return _throttled(op, enquiry, error, actor)
         if kind is ErrorKind.TRANSIENT:
-            budget, backoff = retry_budget(op)
-            if op.budget_used < budget:
-                delay = backoff * (2 ** (op.budget_used - 1))
-                op.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+            later = retrying.next_try(op)
+            if later is not None:
+                op.next_attempt_at = later.at
                 op.defer(
                     actor=actor,
-                    reason=f"not sent ({error.message[:200]}); retry {op.budget_used + 1} of "
-                    f"{budget} in {delay:g}s",
-                    evidence={"error_class": "transient", "delay_seconds": delay},
+                    reason=f"not sent ({error.message[:200]}); {later.words}",
+                    evidence={"error_class": "transient", **later.evidence},
                 )
                 save_changed(op)
                 enqueue(op, EXECUTE, at=op.next_attempt_at)
                 return "retry scheduled"
-            fail_operation(op, enquiry, actor, "retry_budget_exhausted", error.message)
+            fail_operation(
+                op,
+                enquiry,
+                actor,
+                "retry_budget_exhausted",
+                retrying.spent_words(op, error.message),
+            )
             save_changed(op)
             return "failed (budget)"
         if kind is ErrorKind.UNCERTAIN and error.attention:

@@ -28,7 +28,7 @@ def finish_attempt(attempt, *, outcome, status=None, body="", error=None):
     fields = {
         "ended_at": timezone.now(),
         "outcome": outcome,
-        "response_status": status,
+        "response_status": storable.status(status),
         # Cleaned here too: every attempt record passes through this one function.
         "response_body": storable.text(body, BODY_LIMIT),
     }

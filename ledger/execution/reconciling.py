@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ledger import journal, limits
+from ledger import journal, limits, storable
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind, LookupResult
 from ledger.execution.locking import lock_operation, read_operation, save_changed, step
 from ledger.execution.outcomes import (
@@ -169,7 +169,7 @@ def record_lookup(
             internal = getattr(error, "internal", False)
             op.last_error_class = "internal" if internal else error.kind.value
             op.last_error_message = f"lookup: {error.message}"[:2000]
-            op.last_error_status = error.status
+            op.last_error_status = storable.status(error.status)
             needs_person(op, actor, "lookup_failed", f"lookup failed: {error.message[:300]}")
             return Lookup.LOOKUP_FAILED
         if not found.supported:

@@ -9,8 +9,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 import recovery.messages
 from config.destinations import shown
+from ledger import policies as ledger_policies
+from ledger import reads
 from ledger import services as ledger_services
-from ledger.models import Integration, JournalEntry
+from ledger.models import Action, Integration, JournalEntry, Operation
 from recovery import durations, queue
 from recovery.explain import RUNBOOKS
 from recovery.forms import LABELS, SECONDS, IntegrationForm, ReasonForm, ReleaseForm
@@ -34,6 +36,14 @@ def integration_list(request):
         .annotate(held=queue.held_count())
         .order_by("name")
     )
+    for row in integrations:
+        # E-mail is retried for hours (EMAIL_RETRY_*), not by the row's budget: said so.
+        schedule = ledger_policies.retry_schedule(
+            Operation(action=Action.SEND_NOTICE, integration=row)
+        )
+        row.retry_window = schedule if schedule.window is not None else None
+        # Reads' share of the workers (ledger.reads): only where Handover reads.
+        row.reads_share = reads.share(row) if row.name in Integration.READ_FROM else None
     policies = list(
         ResponsePolicy.objects.select_related("integration", "owner", "backup_owner").order_by(
             "queue", "integration__name"
@@ -49,6 +59,7 @@ def integration_list(request):
             "can_configure": request.user.has_perm(CONFIGURE_PERMISSION),
             "pause_runbook": RUNBOOKS["pause-procedure"],
             "now": timezone.now(),
+            "reads_per_enquiry": reads.per_enquiry(),
         },
     )
 
@@ -234,6 +245,7 @@ def _written(field: str, value) -> str:
 EMPTY_MEANS = {
     "max_requests_per_second": "no limit",
     "max_in_flight": "no limit",
+    "read_share": "the default (READS_MAX_IN_FLIGHT)",
     "owner": "nobody",
     "base_url": "(empty)",
 }

@@ -13,6 +13,7 @@ from intake.models import Category, IntakeEvent
 from intake.services import customer_matches
 from ledger import policies
 from ledger import services as ledger_services
+from ledger.execution import retrying
 from ledger.models import Action, Attempt, JournalEntry, Operation, OperationState
 from recovery import explain, ownership, permissions, story
 from recovery.forms import EditForm, people
@@ -133,6 +134,14 @@ def decorate(op, user, journal, *, bound=None, placed=None):
     # differently from one a second old).
     op.attention_seen = explain.seen_at(explain.last_lookup(op) or explain.last_attempt(op))
     op.explain_safe = explain.safe_now(op)
+    # Not sent yet and waiting for its next try: until when it is tried before a person is.
+    op.retry_until = (
+        retrying.window_end(op)
+        if op.state == OperationState.APPROVED
+        and op.last_error_class == "transient"
+        and op.next_attempt_at
+        else None
+    )
     op.journal = [row for row in journal if row.subject_id == str(op.pk)]
     op.reconcile_status = explain.reconcile_status(op, op.journal)
     op.polling = bool(
@@ -392,6 +401,10 @@ def _enquiryless(request, op):
             if a in ("retry", "complete_by_hand", "cancel")
         ],
         "runbook": runbook_for_operation(op),
+        # Waiting for its next try (e-mail's retry window): until when, before a person.
+        "retry_until": retrying.window_end(op)
+        if op.state == OperationState.APPROVED and op.next_attempt_at
+        else None,
     }
     return render(request, "recovery/operator_message.html", context)
 

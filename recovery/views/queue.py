@@ -107,22 +107,41 @@ def inspected_queues(page, filters) -> list[str]:
     return sorted(seen)
 
 
+# A queue page polls from the moment it was loaded; a moment further back than this, or ahead of
+# now, is no page's (year 1, year 9999, an offset that overflows): nothing is polled for it.
+POLL_MAX_AGE = timedelta(days=7)
+POLL_SKEW = timedelta(minutes=5)
+
+
+def poll_moment(raw: str):
+    """``raw`` as an aware moment in UTC when it is ISO 8601 and within the last POLL_MAX_AGE
+    (and not ahead of now by more than POLL_SKEW); None otherwise, whatever it holds."""
+    raw = raw[:40]
+    if not raw or "\x00" in raw:
+        return None
+    try:
+        since = parse_datetime(raw)
+        if since is None:
+            return None
+        if timezone.is_naive(since):
+            since = since.replace(tzinfo=UTC)
+        since = since.astimezone(UTC)  # year 1 at +01:00 is before datetime.min: OverflowError
+    except (ValueError, OverflowError):  # well formed, not a date (month 13, offset +99:00)
+        return None
+    now = timezone.now()
+    if not now - POLL_MAX_AGE <= since <= now + POLL_SKEW:
+        return None
+    return since
+
+
 @require_GET
 @console_view
 def queue_moved(request):
     """What changed owner away from this person since their open queue page was loaded
     (``?since=`` its moment, ISO 8601): the page polls this and says so while it is read.
-    Nothing (an empty notice that keeps polling) when nothing moved or ``since`` is not a
-    moment."""
-    since = None
-    raw = request.GET.get("since", "")[:40]
-    if raw and "\x00" not in raw:
-        try:
-            since = parse_datetime(raw)
-        except ValueError:  # well formed, not a date (month 13)
-            since = None
-    if since is not None and timezone.is_naive(since):
-        since = timezone.make_aware(since, UTC)
+    Nothing (an empty notice that keeps polling) when nothing moved; an empty notice that stops
+    polling when ``since`` is not a moment of the last week (``poll_moment``), never an error."""
+    since = poll_moment(request.GET.get("since", ""))
     moved = moved_away(request.user, since=since) if since else None
     # The list to reload: the queue page that polls, with its filters (only a queue address).
     back = request.GET.get("back", "")[:2000]

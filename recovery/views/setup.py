@@ -31,6 +31,11 @@ LABELS = {
     "may_recover": "May retry failed writes",
     "is_staff": "Staff (Django's admin)",
     "email": "E-mail address",
+    # Changed in Django's admin (recovery/people_admin.py), journalled as the People page does.
+    "is_superuser": "Superuser",
+    "is_active": "Active",
+    "groups": "Groups",
+    "permissions": "Permissions",
 }
 PERSON_ACTIONS = ("recovery.person.roles", "recovery.person.email_changed")
 

@@ -38,6 +38,7 @@ DESIGN_TABLE = [
     "e-mail: the relay's reply lost after the final dot",
     "e-mail: the relay refuses the recipient (550)",
     "e-mail: the relay answers 421",
+    "e-mail: the relay is down, then back",
     "category corrected before a retry",
     "integration paused",
     "appointments: the calendar is slow",

@@ -129,6 +129,8 @@ LEDGER_LAYERS = [
             "ledger.notices",
             "ledger.appointments",
             "ledger.extraction",
+            "ledger.signed_events",
+            "ledger.budget",
         },
     ),
     (
@@ -137,6 +139,9 @@ LEDGER_LAYERS = [
             "ledger.errors",
             "ledger.http",
             "ledger.limits",
+            "ledger.mailaddress",
+            "ledger.smtpwire",
+            "ledger.reads",
             "ledger.smtp",
             "ledger.connectors",
             "ledger.kinds",

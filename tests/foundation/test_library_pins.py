@@ -14,7 +14,9 @@ from axes.helpers import get_client_ip_address
 from django.test import RequestFactory
 from standardwebhooks.webhooks import Webhook
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, TcpWSGIServer
+from waitress.task import ErrorTask
 
 from config.connections import GuardedServer, create_guarded_server
 from config.security import client_ip
@@ -64,14 +66,27 @@ def test_axes_counts_failures_against_the_configured_callable(settings):
 
 
 def test_what_the_guarded_server_reads_of_waitress_is_there():
-    """config.connections subclasses waitress's TcpWSGIServer (no public hook at accept) and
-    builds it on a socket bound elsewhere, as waitress.create_server does."""
+    """config.connections subclasses waitress's TcpWSGIServer (no public hook at accept or for
+    its timers) and HTTPChannel, and builds the server on a socket bound elsewhere, as
+    waitress.create_server does; config.badheaders subclasses its parser and error task."""
     parameters = inspect.signature(TcpWSGIServer.__init__).parameters
     assert {"_sock", "dispatcher", "adj", "sockinfo", "bind_socket"} <= set(parameters)
-    assert "active_channels" in inspect.getsource(BaseWSGIServer)
+    server_source = inspect.getsource(BaseWSGIServer)
+    assert "active_channels" in server_source
+    # Its timers: maintenance(now) every cleanup_interval, from readable(); one accept per
+    # handle_accept, None when there is nothing to accept; a channel per accepted pair.
+    assert "self.maintenance(now)" in server_source and "cleanup_interval" in server_source
+    assert "v = self.accept()" in server_source and "self.channel_class(" in server_source
     channel = inspect.getsource(HTTPChannel)
-    for name in ("will_close", "requests", "last_activity", "addr"):
+    for name in ("will_close", "requests", "last_activity", "addr", "request", "total_outbufs_len"):
         assert f"self.{name}" in channel or f"    {name} = " in channel, name
+    # received() parses into self.request, hands a completed one on and sets it to None.
+    assert "self.request = self.parser_class(self.adj)" in channel
+    assert "self.request = None" in channel and "error_task_class" in channel
+    parser = inspect.getsource(HTTPRequestParser)
+    assert "self.headers_finished = True" in parser
+    assert "self.parse_header(header_plus)" in parser and "except ParsingError" in parser
+    assert "e = self.request.error" in inspect.getsource(ErrorTask.execute)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(8)

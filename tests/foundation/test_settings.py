@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.checks import Error
 from django.test import override_settings
 
-from config.checks import timeouts_are_ordered
+from config.checks import reads_leave_a_worker, timeouts_are_ordered
 
 
 def test_ordered_timeouts_pass():
@@ -24,6 +24,16 @@ def test_connector_timeout_above_cluster_timeout_fails():
 @override_settings(Q_CLUSTER={**settings.Q_CLUSTER, "timeout": 90, "retry": 90})
 def test_timeout_equal_to_retry_fails():
     assert [e.id for e in timeouts_are_ordered(None)] == ["handover.E002"]
+
+
+def test_reads_leave_writes_a_worker_by_default():
+    assert settings.Q_CLUSTER["workers"] - 1 == settings.READS_MAX_IN_FLIGHT
+    assert reads_leave_a_worker(None) == []
+
+
+@override_settings(READS_MAX_IN_FLIGHT=4, Q_CLUSTER={**settings.Q_CLUSTER, "workers": 4})
+def test_reads_allowed_every_worker_are_warned_of():
+    assert [w.id for w in reads_leave_a_worker(None)] == ["handover.W003"]
 
 
 def _manage(*args, **env):

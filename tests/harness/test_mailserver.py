@@ -78,3 +78,38 @@ def test_refuse_closes_the_port_until_cleared(mail):
 def test_a_bad_fault_is_refused_plainly(mail, body):
     with pytest.raises(MailServerError, match="400"):
         mail.call("POST", "/_mail/faults", body)
+
+
+def test_no_smtputf8_stops_offering_it_until_cleared(mail):
+    def offered():
+        with smtplib.SMTP("127.0.0.1", mail.port, timeout=5) as smtp:
+            smtp.ehlo()
+            return smtp.has_extn("smtputf8")
+
+    assert offered()
+    mail.fault("no_smtputf8")
+    assert not offered() and mail.stats()["smtputf8"] is False
+    mail.clear_faults()
+    assert offered()
+
+
+def test_a_garbage_greeting_is_not_smtp(mail):
+    mail.fault("garbage_greeting")
+    with pytest.raises(smtplib.SMTPConnectError) as greeted:
+        smtplib.SMTP("127.0.0.1", mail.port, timeout=5)
+    assert greeted.value.smtp_code == -1  # what smtplib makes of it
+    send(mail, "<a@x>")  # once only
+    assert mail.count("<a@x>") == 1
+
+
+def test_quits_answered_counts_the_goodbyes_given(mail):
+    send(mail, "<a@x>")
+    assert mail.stats()["quits_answered"] == 1
+
+
+def test_a_long_reply_is_long(mail):
+    mail.fault("long_reply")
+    with smtplib.SMTP("127.0.0.1", mail.port, timeout=5) as smtp:
+        smtp.ehlo()
+        code, text = smtp.mail("a@example.org")
+    assert code == 250 and len(text) > 100_000

@@ -410,3 +410,14 @@ def test_openai_end_to_end_retired_label_ends_unresolved(chat_server, demo_categ
     assert enquiry.category is None and enquiry.state == "ready_for_review"
     row = JournalEntry.objects.filter(subject_type="intake.enquiry").last()
     assert row.actor == "model:openai/tiny-llm@category-v1"
+
+
+def test_the_keyword_suggester_compiles_each_keyword_once_not_per_enquiry():
+    from intake.suggesters.keywords import _pattern
+
+    _pattern.cache_clear()
+    words = tuple(f"word{i}" for i in range(200))
+    candidates = [Candidate("waste", "Waste", keywords=words)]
+    for _ in range(20):
+        KeywordSuggester().suggest("my bin was not emptied", candidates)
+    assert _pattern.cache_info().misses == len(words)

@@ -394,3 +394,33 @@ def test_a_real_server_reads_a_chunked_signed_body(web_server):
     assert again.status_code == 202, again.text
     assert sorted(IntakeEvent.objects.values_list("body", flat=True)) == [body.decode()] * 2
     assert Enquiry.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    ("email", "shown"),
+    [
+        # Django's address rule allows these inside quotes; Python's e-mail headers take \x0b,
+        # \x0c and \x1c-\x1e as line breaks (str.splitlines).
+        ('"a\x0bb"@example.org', "U+000B"),
+        ('"a\x0cBcc: x@evil.example"@example.org', "U+000C"),
+        ('"a\x1cb"@example.org', "U+001C"),
+        ('"a\x1eb"@example.org', "U+001E"),
+        ('"a\x7fb"@example.org', "U+007F"),
+        ('"a\x01b"@example.org', "U+0001"),
+    ],
+)
+def test_a_control_character_inside_a_quoted_address_is_422_naming_the_email(
+    post_event, email, shown
+):
+    """Django's address rule allows controls inside a quoted local part; in the
+    acknowledgement's To: header a line break there would start a header of its own."""
+    response = post_event(body_with(email=email))
+
+    assert response.status_code == 422, response.content
+    [message] = response.json()["errors"]["email"]
+    assert "control character" in message and shown in message
+    assert nothing_stored()
+
+
+def test_a_quoted_address_without_controls_is_still_accepted(post_event):
+    assert post_event(body_with(email='"a!b"@example.org')).status_code == 202

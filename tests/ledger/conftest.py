@@ -252,10 +252,15 @@ def mail(mail_server):
 
 
 @pytest.fixture
-def email_integration(integrations, mail, make_user):
+def email_integration(integrations, mail, make_user, settings):
     """The notification integration speaking e-mail to the test relay (kind smtp), owned by an
-    admin: 1 s timeout, 3 attempts, 0.05 s first backoff."""
+    admin: 1 s timeout; e-mail's retry window (24 hours) with its waits shrunk to 0.05 s first,
+    at most 0.2 s (a test that needs the real schedule sets it, and moves the clock)."""
     from ledger.kinds import SMTP
+
+    settings.EMAIL_RETRY_FIRST_SECONDS = 0.05
+    settings.EMAIL_RETRY_MAX_SECONDS = 0.2
+    settings.EMAIL_RETRY_HOURS = 24.0
     from ledger.models import Integration
 
     owner = make_user("admin", username="mail-owner", email="owner@example.org")

@@ -53,3 +53,14 @@ def test_a_refused_day_fails_the_read_visibly(
     run_queue(until=lambda: op.refresh_from_db() or op.state == OperationState.FAILED)
     assert op.attention == "invalid"
     assert slots_view(enquiry).state == "failed"
+
+
+def test_more_taken_slots_than_the_limit_are_too_large_to_read(
+    sandbox, integrations, visit_enquiry, reviewer, run_queue, settings
+):
+    settings.CALENDAR_MAX_OCCURRENCES = 1
+    enquiry = visit_enquiry()
+    op, _ = request_slots(enquiry.pk, actor=reviewer, reason="slots for review")
+    run_queue(until=lambda: op.refresh_from_db() or op.state == OperationState.FAILED)
+    assert (op.attention, op.attempt_count) == ("invalid", 1)
+    assert "too large to read: more than 1 taken slots in the window" in op.last_error_message

@@ -201,3 +201,19 @@ def test_a_recurring_event_takes_each_of_its_occurrences(
     expected.append((local(second, 13), local(second, 14)))
     assert appointments.from_text(op.result["busy"]) == expected
     assert radicale.event_count() == 1  # one event at the server, two busy hours
+
+
+def test_an_event_every_minute_is_read_with_a_bounded_number_of_occurrences(
+    radicale, row, visit_enquiry, reviewer, run_queue, settings
+):
+    """One event, every minute from the window's start: thousands of occurrences in the
+    window. The read stops at the first occurrence past CALENDAR_MAX_OCCURRENCES (50 here):
+    too large to read, invalid, one attempt, not retried; the server still holds one event."""
+    settings.CALENDAR_MAX_OCCURRENCES = 50
+    start, _end = appointments.window(timezone.now())
+    radicale.add_busy(start, start + timedelta(minutes=1), RRULE="FREQ=MINUTELY")
+    op = read_now(visit_enquiry(), reviewer, run_queue, until=(OperationState.FAILED,))
+    assert (op.attention, op.last_error_class) == ("invalid", "invalid")
+    assert "too large to read: more than 50 busy times in the window" in op.last_error_message
+    assert list(op.attempts.values_list("outcome", flat=True)) == ["invalid"]
+    assert radicale.event_count() == 1

@@ -72,7 +72,9 @@ class Calendar:
 
 
 @pytest.fixture
-def row(db):
+def row(db, child_process):
+    """The appointments row, kind caldav (a calendar's events are read in ledger.budget's child
+    process)."""
     from ledger.integrations import ensure_integrations
 
     ensure_integrations()
@@ -162,3 +164,57 @@ def test_the_token_must_be_user_colon_password(row):
     assert "token" not in KINDS["caldav"].validate(row)
     row.name = "crm"
     assert "kind" in KINDS["caldav"].validate(row)
+
+
+@time_machine.travel(NOW, tick=False)
+def test_a_rule_repeating_every_minute_for_years_is_refused_by_its_count_before_it_is_expanded(
+    monkeypatch, row
+):
+    """Since 2020, every minute: millions of steps before the window opens (what made a read
+    cost a minute). Counted from the rule alone, nothing expanded: too large to read."""
+    Calendar(
+        monkeypatch,
+        (207, PROPS),
+        (
+            207,
+            report(
+                event(
+                    "/dav/handover/visits/m1.ics",
+                    "20200101T000000Z",
+                    "20200101T000100Z",
+                    "RRULE:FREQ=MINUTELY",
+                )
+            ),
+        ),
+    )
+    with pytest.raises(ConnectorError) as raised:
+        CalDavRead(row).call(Op())
+    assert raised.value.kind is ErrorKind.INVALID
+    assert "too large to read: its recurring events repeat more than 100,000 times" in (
+        raised.value.message
+    )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["DURATION:PXYZ", "RRULE:INTERVAL=2", "RRULE:FREQ=SOMETIMES"],
+    ids=["duration", "no-freq", "odd-freq"],
+)
+@time_machine.travel(NOW, tick=False)
+def test_an_event_that_is_not_icalendar_is_invalid_never_uncertain(monkeypatch, row, bad):
+    Calendar(
+        monkeypatch,
+        (207, PROPS),
+        (
+            207,
+            report(
+                event(
+                    "/dav/handover/visits/d1.ics", "20300304T100000Z", "20300304T110000Z", bad
+                ).replace("DTEND:20300304T110000Z\n", "")
+            ),
+        ),
+    )
+    with pytest.raises(ConnectorError) as raised:
+        CalDavRead(row).call(Op())
+    assert raised.value.kind is ErrorKind.INVALID
+    assert raised.value.message.startswith("the calendar")

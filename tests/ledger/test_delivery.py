@@ -7,10 +7,12 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 from pathlib import Path
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from ledger import notices
 from ledger.delivery import record_report
@@ -28,18 +30,36 @@ URL = "/delivery/mailgun/"
 pytestmark = pytest.mark.django_db
 
 
-def mailgun_event(message_id, *, event="failed", severity="permanent", key=SIGNING_KEY):
-    body = json.loads((FIXTURES / "mailgun_failed_permanent.json").read_text())
-    data = body["event-data"]
-    data["event"], data["severity"] = event, severity
-    data["message"]["headers"]["message-id"] = message_id.strip("<>")  # as Mailgun sends it
-    signature = body["signature"]
+def sign(signature: dict, key=SIGNING_KEY) -> None:
     signature["signature"] = hmac.new(
         key.encode(),
-        f"{signature['timestamp']}{signature['token']}".encode(),
+        f"{signature['timestamp']}{signature['token']}".encode("utf-8", "surrogatepass"),
         hashlib.sha256,
     ).hexdigest()
-    return json.dumps(body)
+
+
+def mailgun_body(
+    message_id, *, event=None, severity="permanent", key=SIGNING_KEY, at=None, stored="failed"
+):
+    """A stored Mailgun event (``mailgun_<stored>...json``, as Mailgun sends it), about
+    ``message_id``, signed now (or at ``at``) with a token of its own."""
+    [path] = FIXTURES.glob(f"mailgun_{stored}*.json")
+    body = json.loads(path.read_text())
+    data = body["event-data"]
+    if event is not None:
+        data["event"] = event
+    if "severity" in data:
+        data["severity"] = severity
+    data["message"]["headers"]["message-id"] = message_id.strip("<>")  # as Mailgun sends it
+    signature = body["signature"]
+    signature["timestamp"] = str(int((at or timezone.now()).timestamp()))
+    signature["token"] = secrets.token_hex(25)
+    sign(signature, key)
+    return body
+
+
+def mailgun_event(message_id, **kwargs):
+    return json.dumps(mailgun_body(message_id, **kwargs))
 
 
 def post(client, body, auth=BASIC):
@@ -112,6 +132,18 @@ def test_delivered_confirms_a_message_whose_relay_never_replied(client, sent):
     op.refresh_from_db()
     assert op.state == OperationState.CONFIRMED
     assert op.result["delivery"] == "delivered"
+
+
+@CONFIGURED
+def test_mailguns_delivered_event_as_sent_confirms_a_message_whose_relay_never_replied(
+    client, sent
+):
+    op, message_id, _ = sent("unknown")
+    response = post(client, json.dumps(mailgun_body(message_id, stored="delivered")))
+    assert response.status_code == 200
+    op.refresh_from_db()
+    assert op.state == OperationState.CONFIRMED
+    assert op.result["delivery_report"]["mta_response"] == "OK"
 
 
 @CONFIGURED

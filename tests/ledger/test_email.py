@@ -163,24 +163,22 @@ def test_a_persons_retry_after_no_reply_sends_the_same_message_id(
     assert mail.stats()["by_message_id"] == {message_id: 2}
 
 
-def test_refused_connection_is_retried_within_the_budget_then_failed(
+def test_a_refused_connection_is_tried_again_until_the_relay_is_back(
     email_integration, mail, make_enquiry, run_queue
 ):
     mail.fault("refuse")
     op = acknowledge(make_enquiry())
-    run_queue(
-        until=settled(
-            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
-        )
-    )
+    run_queue(until=lambda: Attempt.objects.filter(operation=op, outcome="transient").count() >= 4)
 
     op.refresh_from_db()
-    assert op.state == OperationState.FAILED
-    assert op.attention == "retry_budget_exhausted"
-    assert op.owner is None and email_integration.owner in item_owner(op).people()
-    assert Attempt.objects.filter(operation=op, outcome="transient").count() == 3
+    assert op.state == OperationState.APPROVED and op.next_attempt_at is not None
+    assert op.attention == "" and op.owner is None
     mail.clear_faults()
-    assert mail.stats()["received"] == 0
+    run_queue(until=settled(op.pk, OperationState.CONFIRMED, OperationState.FAILED))
+    op.refresh_from_db()
+    assert op.state == OperationState.CONFIRMED
+    assert mail.stats()["received"] == 1
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1
 
 
 def test_needs_information_sends_what_the_reviewer_asked_for(
@@ -255,3 +253,121 @@ def test_check_says_ready_or_what_is_wrong(email_integration, mail, make_user):
     mail.fault("refuse")
     [problem] = check_integration("notify", actor=admin)
     assert "Connection refused" in problem and str(mail.port) in problem
+
+
+@pytest.mark.parametrize(
+    "address, envelope, smtputf8",
+    [
+        ("josé@example.org", "josé@example.org", True),
+        ("用户@例子.广告", "用户@xn--fsqu00a.xn--4rr70v", True),
+        ("a@bücher.de", "a@xn--bcher-kva.de", False),
+    ],
+)
+def test_an_international_address_is_acknowledged(
+    address, envelope, smtputf8, email_integration, mail, make_enquiry, run_queue
+):
+    op = acknowledge(make_enquiry(email=address))
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
+
+    op.refresh_from_db()
+    assert op.state == OperationState.CONFIRMED, op.last_error_message
+    [record] = mail.messages()
+    assert record["to"] == [envelope]
+    # SMTPUTF8 only where an address needs it: an international domain is written in ASCII.
+    assert ("SMTPUTF8" in record["mail_options"]) is smtputf8
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1
+    # The header as RFC 6532 writes it: UTF-8 itself, not an RFC 2047 word inside an address.
+    raw = mail.read(record)
+    assert f"\nTo: {envelope}\r\n".encode() in raw
+    assert b"=?utf-8?" not in raw.split(b"\r\n\r\n")[0].split(b"\nTo:")[1].split(b"\n")[0]
+
+
+def test_an_international_address_the_relay_cannot_take_is_invalid_in_words(
+    email_integration, mail, make_enquiry, run_queue
+):
+    mail.fault("no_smtputf8")
+    op = acknowledge(make_enquiry(email="josé@example.org"))
+    idn = acknowledge(make_enquiry(email="a@bücher.de"))
+    run_queue(
+        until=lambda: all(
+            settled(o.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN)()
+            for o in (op, idn)
+        )
+    )
+
+    op.refresh_from_db()
+    assert op.state == OperationState.FAILED
+    assert op.attention == "invalid" and op.last_error_class == "invalid"
+    assert (
+        "the relay does not accept international addresses (SMTPUTF8); the address "
+        "josé@example.org cannot be written" in op.last_error_message
+    )
+    assert Attempt.objects.filter(operation=op).count() == 1  # not retried
+    assert op.owner is None and email_integration.owner in item_owner(op).people()
+    # The IDN domain needs no SMTPUTF8: it went.
+    idn.refresh_from_db()
+    assert idn.state == OperationState.CONFIRMED
+    assert mail.stats()["by_message_id"] == {notices.message_id(idn.idempotency_key): 1}
+
+
+def test_a_garbage_greeting_is_not_sent_and_tried_again(
+    email_integration, mail, make_enquiry, run_queue
+):
+    mail.fault("garbage_greeting")
+    op = acknowledge(make_enquiry())
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
+
+    op.refresh_from_db()
+    assert op.state == OperationState.CONFIRMED
+    first = Attempt.objects.get(operation=op, number=1)
+    assert first.outcome == "transient" and first.response_status is None
+    assert "not SMTP" in first.error_message
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1
+
+
+def test_the_250_is_recorded_without_waiting_for_the_goodbye(
+    email_integration, mail, make_enquiry, run_queue
+):
+    # The relay answers QUIT within the timeout, but late: waiting for it would hold the 250
+    # from being recorded that long (a worker's guard could stop it in between).
+    email_integration.timeout_seconds = 10.0
+    email_integration.save(update_fields=["timeout_seconds"])
+    mail.fault("slow_quit", delay=5)
+    op = acknowledge(make_enquiry())
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
+
+    op.refresh_from_db()
+    assert op.state == OperationState.CONFIRMED
+    # The relay is still holding its answer to QUIT: Handover never waited for it.
+    assert mail.stats()["quits_answered"] == 0
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1
+
+
+def test_a_relay_too_slow_before_the_message_is_tried_again_and_sends_it_once(
+    email_integration, mail, make_enquiry, run_queue
+):
+    mail.fault("drip", delay=0.3)  # MAIL's reply takes over 3 s of the 1 s timeout
+    op = acknowledge(make_enquiry())
+    run_queue(
+        until=settled(
+            op.pk, OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN
+        )
+    )
+
+    op.refresh_from_db()
+    assert op.state == OperationState.CONFIRMED
+    outcomes = list(Attempt.objects.filter(operation=op).values_list("outcome", flat=True))
+    assert outcomes == ["transient", "success"]  # a timeout before DATA: never unknown
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1

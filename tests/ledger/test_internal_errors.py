@@ -79,3 +79,41 @@ def test_an_internal_error_before_sending_is_never_uncertain(approved_enquiry, s
     op.refresh_from_db()
     assert op.state != OperationState.UNKNOWN and op.last_error_class != "uncertain", outcome
     assert crm_records(sandbox, enquiry.reference) in (0, 1)
+
+
+def test_a_crash_while_reading_an_answer_is_internal_once_never_uncertain(
+    make_enquiry, integrations, monkeypatch, sandbox
+):
+    """A read changes nothing at the destination: a crash of ours after its request went out
+    is internal, failed once (not "the destination may have acted", not reconciled, not
+    retried), and the read was asked for once."""
+    from intake.models import Document
+    from ledger.connectors.base import ConnectorError
+    from ledger.proposals import propose_extraction
+
+    real_send = http.send
+    sent = []
+
+    def crash_after(*args, **kwargs):
+        sent.append(args[:2])
+        try:
+            real_send(*args, **kwargs)
+        except ConnectorError:
+            pass  # whatever the destination said, the crash is ours
+        raise KeyError("content")
+
+    monkeypatch.setattr(http, "send", crash_after)
+    enquiry = make_enquiry()
+    document = Document.objects.create(enquiry=enquiry, document_id="permit.pdf", version="3")
+    op, _ = propose_extraction(enquiry, document, reason="test")
+    assert tasks.execute_operation(str(op.pk)) == "failed (internal error)"
+    op.refresh_from_db()
+    assert (op.state, op.attention, op.last_error_class) == (
+        OperationState.FAILED,
+        "internal_error",
+        "internal",
+    )
+    assert "error inside Handover while reading what the destination sent" in op.last_error_message
+    assert "may have acted" not in op.last_error_message
+    assert len(sent) == 1 and op.attempts.count() == 1
+    assert tasks.execute_operation(str(op.pk)) == "nothing to claim"  # not retried

@@ -87,3 +87,19 @@ def test_a_person_is_offered_only_what_their_permissions_allow(make_user):
     close = op("crm.close_enquiry", OperationState.PROPOSED)
     assert policies.allowed_actions(close, admin) == [APPROVE, CANCEL, REASSIGN]
     assert policies.allowed_actions(close, reviewer) == []
+
+
+def test_e_mail_is_retried_for_its_window_and_other_kinds_by_their_budget(settings):
+    settings.EMAIL_RETRY_FIRST_SECONDS = 60.0
+    settings.EMAIL_RETRY_MAX_SECONDS = 3600.0
+    settings.EMAIL_RETRY_HOURS = 24.0
+    mail = policies.retry_schedule(
+        op("notify.send", integration=Integration(name="notify", kind="smtp"))
+    )
+    assert (mail.window, mail.attempts) == (24 * 3600.0, None)
+    assert [mail.delay(n) for n in range(1, 10)] == [60, 120, 240, 480, 960, 1920, 3600, 3600, 3600]
+    assert mail.delay(10_000) == 3600  # no overflow however long it runs
+    crm = policies.retry_schedule(
+        op(integration=Integration(name="crm", retry_budget=4, backoff_seconds=2))
+    )
+    assert (crm.window, crm.attempts, [crm.delay(n) for n in (1, 2, 3)]) == (None, 4, [2, 4, 8])

@@ -41,7 +41,7 @@ def _wait_for_line(path, text, proc, timeout=120.0):
     wait_for_condition(said, timeout=timeout, interval=0.1, message=f"runall to say {text!r}")
 
 
-def _started_runall(tmp_path):
+def _started_runall(tmp_path, **extra_env):
     mail_port = free_port()
     env = {
         **os.environ,
@@ -49,6 +49,7 @@ def _started_runall(tmp_path):
         "PYTHONUNBUFFERED": "1",
         "EMAIL_HOST": "127.0.0.1",
         "EMAIL_PORT": str(mail_port),
+        **extra_env,
     }
     log = tmp_path / "runall.log"
     port = free_port()
@@ -131,6 +132,27 @@ def test_killing_runall_stops_what_it_started(tmp_path):
             smtp.sendmail("a@example.org", ["b@example.org"], b"Message-ID: <x@y>\r\n\r\nhi\r\n")
         [kept] = list(mail_dir.glob("*.eml"))
         assert b"Message-ID: <x@y>" in kept.read_bytes()
+
+        runall.send_signal(signal.SIGKILL)
+        runall.wait(30)
+
+        _assert_none_left(started, log)
+    finally:
+        _kill_leftovers(runall, started)
+
+
+def test_killing_runall_with_a_task_in_hand_does_not_wait_for_it(tmp_path):
+    """A cluster whose tasks would take the whole graceful stop (Q_TIMEOUT 600 s: 605 s, far
+    beyond the bound of the wait below) is orphaned by SIGKILL of runall: it stops within a
+    few seconds, not Q_TIMEOUT + 5 s. The task in hand is stood for by a sentinel that does
+    not answer (stopped with SIGSTOP), as in tests/ledger/test_qcluster.py."""
+    runall, log = _started_runall(tmp_path, Q_TIMEOUT="600", Q_RETRY="700")
+    started = []
+    try:
+        started = _everything_it_started(runall, log)
+        (master,) = [p for p in runall.children() if "qcluster" in " ".join(p.cmdline())]
+        (sentinel,) = [p for p in master.children() if "qcluster" in " ".join(p.cmdline())]
+        sentinel.send_signal(signal.SIGSTOP)
 
         runall.send_signal(signal.SIGKILL)
         runall.wait(30)

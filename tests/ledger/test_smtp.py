@@ -100,3 +100,27 @@ def test_values_are_escaped_in_html_and_kept_in_text():
     assert "<script>x</script> & more" in text
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "\n" not in subject
+
+
+def _written(to, sender="Handover <handover@example.org>"):
+    from django.core.mail import EmailMultiAlternatives
+
+    email = EmailMultiAlternatives("Hello", "Bödy\n", sender, [to])
+    envelope_sender, recipients = smtp.envelope(email)
+    return smtp.message_bytes(email, envelope_sender, recipients), recipients
+
+
+def test_an_idn_domain_is_written_in_ascii_in_the_headers_too():
+    data, [recipient] = _written("Zoë Q <a@bücher.de>")
+    assert recipient.address == "a@xn--bcher-kva.de" and not recipient.needs_smtputf8
+    headers = data.split(b"\r\n\r\n")[0]
+    assert b"a@xn--bcher-kva.de" in headers and headers.isascii()
+
+
+def test_an_international_local_part_is_written_in_utf8_not_as_an_encoded_word():
+    data, [recipient] = _written("josé@example.org")
+    assert recipient.needs_smtputf8
+    headers = data.split(b"\r\n\r\n")[0]
+    assert "\r\nTo: josé@example.org\r\n".encode() in headers
+    assert b"From: Handover <handover@example.org>" in headers
+    assert "Bödy".encode() in data  # the body as Django made it

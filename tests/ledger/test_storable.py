@@ -29,6 +29,27 @@ def test_text_is_made_storable(value, clean):
     assert storable.text(value) == clean
 
 
+@pytest.mark.parametrize(
+    "value, kept",
+    [
+        (250, 250),
+        (421, 421),
+        (999, 999),
+        (100, 100),
+        (0, None),
+        (-1, None),
+        (99, None),
+        (1000, None),
+        (2**40, None),
+        (None, None),
+        ("250", None),
+        (True, None),
+    ],
+)
+def test_a_status_is_kept_only_as_a_status(value, kept):
+    assert storable.status(value) == kept
+
+
 def test_data_is_made_storable_keys_too():
     assert storable.data({"k\x00": ["\x00", {"x": "\udfff"}], "n": 1}) == {
         "k\ufffd": ["\ufffd", {"x": "\ufffd"}],

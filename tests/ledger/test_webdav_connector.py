@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.webdav.documents import form_pdf, text_pdf
+from harness.webdav.documents import form_pdf, text_heavy_pdf, text_pdf
 from intake.models import Document
 from ledger import http
 from ledger.connectors.base import ConnectorError, ErrorKind
@@ -70,8 +70,9 @@ def webdav_row(db):
 
 
 @pytest.fixture
-def read(make_enquiry, webdav_row, run_queue):
-    """read(document_id, version) -> (operation, document) once the read has an outcome."""
+def read(make_enquiry, webdav_row, run_queue, child_process):
+    """read(document_id, version) -> (operation, document) once the read has an outcome (a
+    PDF's text is read in ledger.budget's child process)."""
 
     def run(document_id="permit-17.pdf", version="1001-1700000000-952"):
         enquiry = make_enquiry()
@@ -198,6 +199,22 @@ def test_a_broken_pdf_is_refused_with_what_was_wrong(share, read):
     op, document = read(version="5")
     assert (op.state, op.attention, document.status) == (OperationState.FAILED, "invalid", "failed")
     assert "not a readable PDF" in document.error
+
+
+def test_a_document_too_large_to_read_is_invalid_once_and_the_reviewer_is_told_why(share, read):
+    """11 KB that decode to 4 MB of text operators: refused by its count, not retried as if the
+    store might recover (one GET), and the document says why on the review page's card."""
+    share.then(200, etag("5"), text_heavy_pdf(4 * 2**20))
+    op, document = read(version="5")
+    assert [c[0] for c in share.calls] == ["GET"]
+    assert (op.state, op.attention, op.last_error_class) == (
+        OperationState.FAILED,
+        "invalid",
+        "invalid",
+    )
+    assert op.attempt_count == 1
+    assert (document.status, document.extracted, document.text) == ("failed", {}, "")
+    assert "too large to read: page 1's content is 4,194,295 bytes decoded" in document.error
 
 
 def test_a_bearer_token_without_a_colon(share, webdav_row):

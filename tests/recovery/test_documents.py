@@ -146,3 +146,27 @@ def test_a_changed_documents_failed_read_offers_no_retry_it_would_only_fail_agai
     )
     assert retry_advised(changed) is False
     assert retry_advised(denied) is True  # once access is restored, the same version is read
+
+
+def test_a_document_too_large_to_read_says_so_on_the_card_with_no_retry(client_for, story):
+    """What the webdav read records for a document past its limits (tests/ledger/
+    test_webdav_connector.py) is what the reviewer reads on the documents card; a retry would
+    only refuse it again, so none is advised."""
+    from recovery.explain import retry_advised
+
+    enquiry = story.enquiry()
+    words = (
+        "statement.pdf version 5: too large to read: page 1's content is 4,194,295 bytes "
+        "decoded (at most 1,048,576 are read)"
+    )
+    Document.objects.create(
+        enquiry=enquiry, document_id="statement.pdf", version="5", status="failed", error=words
+    )
+    page = client_for("reviewer").get(f"/console/review/{enquiry.reference}/").content.decode()
+    card = page[page.index('id="documents"') :]
+    assert "too large to read: page 1&#x27;s content is 4,194,295 bytes decoded" in card
+    assert "Correct a field" not in card
+    read = story.operation(
+        "failed", action="documents.extract", integration="documents", attention="invalid"
+    )
+    assert retry_advised(read) is False

@@ -65,3 +65,14 @@ def test_release_takes_only_operations_of_the_backlog_shown():
     elsewhere = Operation()
     form = ReleaseForm({"reason": "back up", "operations": [str(elsewhere.pk)]}, backlog=held)
     assert not form.is_valid()
+
+
+# Django's address rule allows these inside quotes; Python's e-mail headers take \x0b, \x0c and
+# \x1c-\x1e as line breaks (str.splitlines).
+@pytest.mark.parametrize(
+    "email", ['"a\x0bb"@example.org', '"a\x0cb"@example.org', '"a\x1cb"@example.org']
+)
+def test_an_edit_refuses_a_control_character_in_a_quoted_address(db, email):
+    form = EditForm({"reason": "typo", "email": email})
+    assert not form.is_valid()
+    assert "control character" in form.errors["email"][0]

@@ -355,3 +355,46 @@ def test_a_rate_within_the_rule_is_saved(crm, client_for, rate, stored):
     response = client_for("admin").post(URL, form_data(crm, max_requests_per_second=rate))
     assert response.status_code == 302
     assert Integration.objects.get(pk=crm.pk).max_requests_per_second == stored
+
+
+def test_the_integrations_page_says_e_mail_is_retried_for_its_window(
+    integrations_rows, client_for, settings
+):
+    settings.EMAIL_RETRY_HOURS = 24.0
+    Integration.objects.filter(name="notify").update(
+        kind="smtp", base_url="smtp://127.0.0.1:2525", supports_lookup=False
+    )
+    page = client_for("admin").get(reverse("recovery:integrations")).content.decode()
+    notify = page[page.index('id="integration-notify"') :].split("</section>")[0]
+    crm = page[page.index('id="integration-crm"') :].split("</section>")[0]
+    assert "as e-mail is" in notify and "EMAIL_RETRY_" in notify
+    assert "attempt" not in notify.split("Retried")[0].split("Timeout")[1]
+    assert "as e-mail is" not in crm and "first retry after" in crm
+
+
+def test_reads_share_is_shown_edited_with_a_reason_journalled_and_bounded(
+    integrations_rows, client_for, settings
+):
+    """Only where Handover reads (documents, appointments); from 1 to READS_MAX_IN_FLIGHT, so
+    that reads never take every worker from writes and messages."""
+    settings.READS_MAX_IN_FLIGHT = 3
+    settings.READS_PER_ENQUIRY = 2
+    row = integrations_rows["documents"]
+    url = reverse("recovery:integration-settings", args=["documents"])
+    admin = client_for("admin")
+    assert "Reads&#x27; share of the workers" in admin.get(url).content.decode()
+    assert "Reads&#x27; share of the workers" not in admin.get(URL).content.decode()  # the CRM's
+    listing = admin.get(reverse("recovery:integrations")).content.decode()
+    assert "at most 3 in flight at once (the default), 2 per enquiry" in listing
+    for typed in ("0", "4", "-1", "two", "٣"):
+        refused = admin.post(url, form_data(row, read_share=typed))
+        assert refused.status_code == 400, typed
+        assert Integration.objects.get(pk=row.pk).read_share is None
+    saved = admin.post(url, form_data(row, read_share="2"))
+    assert saved.status_code == 302
+    assert Integration.objects.get(pk=row.pk).read_share == 2
+    [entry] = changes()
+    assert entry.evidence["read_share"] == {"from": None, "to": 2}
+    assert entry.reason == "tuning after the incident"
+    listing = admin.get(reverse("recovery:integrations")).content.decode()
+    assert "at most 2 in flight at once, 2 per enquiry" in listing

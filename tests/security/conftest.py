@@ -1,9 +1,16 @@
 import io
+import os
+import signal
+import subprocess
 
 import pytest
+import requests
 from django.core.management import call_command
 
+from harness.processes import free_port, web_command
+from tests.conftest import wait_for_condition
 from tests.intake.factories import drive
+from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 from tests.ledger.factories import make_operation
 
 DEMO_PASSWORD = "demo-pass-for-security-tests"
@@ -114,3 +121,52 @@ def snapshot():
         ),
         "queued_tasks": OrmQ.objects.count(),
     }
+
+
+@pytest.fixture
+def start_web(tmp_path):
+    """start_web(*options, **env) -> (port, url): the web server as runall starts it (with
+    more command-line options, if given), on this test's database, stopped at the end of the
+    test."""
+    started = []
+
+    def start(*options, **extra):
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": child_database_url(),
+            "PYTHONUNBUFFERED": "1",
+            **extra,
+        }
+        log_path = tmp_path / f"web-{port}.log"
+        log = log_path.open("w")
+        proc = subprocess.Popen(
+            web_command(f"127.0.0.1:{port}", "--access-log", *options),
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        started.append((proc, log))
+        url = f"http://127.0.0.1:{port}"
+
+        def ready():
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                return requests.get(url + "/healthz", timeout=2).status_code == 200
+            except requests.RequestException:
+                return False
+
+        wait_for_condition(ready, timeout=120, interval=0.2, message="the web server to answer")
+        return port, url
+
+    yield start
+    for proc, log in started:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()

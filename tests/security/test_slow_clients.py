@@ -3,29 +3,30 @@
 Real processes: the web server from runall's own command (``python -m config.serve``, on this
 test's database) and raw sockets. Eight clients declare a 1,000-byte body and send 10 bytes;
 eight more send half a request line and stop. Meanwhile /healthz must keep answering, and the
-server must close the stalled connections itself once they have been silent for
-WEB_CHANNEL_TIMEOUT (2 s here).
+server must close the stalled connections itself once their header time or body allowance
+(2 s here) is up.
 
-Then many idle connections (one byte each), from one client address or from many (the whole of
-127.0.0.0/8 is this machine, so each socket can come from its own address while /healthz is
-asked from 127.0.0.1): the server closes those over the per-address bound, sheds the longest
-idle ones before its connection limit, and /healthz answers while they are held open. There the
-idle timeout is longer than the bound on each answer, so an answer cannot come from the idle
-timeout making room. The bounds only turn a hang into a failure; nothing is timed.
+Then many connections that send one byte (the whole of 127.0.0.0/8 is this machine, so each
+socket can come from its own address while /healthz is asked from 127.0.0.1): the server closes
+those over the per-address bound, sheds the ones that have gone longest without delivering a
+request before its connection limit, and /healthz answers while they are held open (there the
+limits are longer than the bound on each answer, so an answer cannot come from a limit making
+room); with a short header time it cuts every one of them. And the opposite: a legitimate
+upload that pauses a second between chunks is never the one cut, while another client churns
+hundreds of trickling connections from 250 addresses. The bounds only turn a hang into a
+failure; nothing is timed (bench/slow_clients.py takes the figures).
 """
 
-import os
+import json
 import select
-import signal
 import socket
-import subprocess
+import threading
+import time
 
 import pytest
 import requests
 
-from harness.processes import free_port, web_command
 from tests.conftest import wait_for_condition
-from tests.ledger.conftest import PROJECT_ROOT, child_database_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -35,61 +36,14 @@ HEALTH_CHECKS = 10
 # Liveness bounds, generous on a busy 2-core machine: an answer within them is "answered".
 ANSWER_WITHIN_S = 10
 CLOSED_WITHIN_S = 60
-# The idle timeout in the idle-connection tests: longer than any wait below.
-LONG_CHANNEL_TIMEOUT = "300"
-
-
-@pytest.fixture
-def start_web(tmp_path):
-    """start_web(**env) -> (port, url): the web server as runall starts it, on this test's
-    database, stopped at the end of the test."""
-    started = []
-
-    def start(**extra):
-        port = free_port()
-        env = {
-            **os.environ,
-            "DATABASE_URL": child_database_url(),
-            "PYTHONUNBUFFERED": "1",
-            **extra,
-        }
-        log_path = tmp_path / f"web-{port}.log"
-        log = log_path.open("w")
-        proc = subprocess.Popen(
-            web_command(f"127.0.0.1:{port}", "--access-log"),
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        started.append((proc, log))
-        url = f"http://127.0.0.1:{port}"
-
-        def ready():
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                return requests.get(url + "/healthz", timeout=2).status_code == 200
-            except requests.RequestException:
-                return False
-
-        wait_for_condition(ready, timeout=120, interval=0.2, message="the web server to answer")
-        return port, url
-
-    yield start
-    for proc, log in started:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+# The limits in the tests of the per-address bound and the budget: longer than any wait below.
+LONG_LIMIT = "300"
+LONG_LIMITS = {"WEB_CHANNEL_TIMEOUT": LONG_LIMIT, "WEB_HEADER_TIMEOUT": LONG_LIMIT}
 
 
 @pytest.fixture
 def web(start_web):
-    return start_web(WEB_CHANNEL_TIMEOUT="2")
+    return start_web(WEB_CHANNEL_TIMEOUT="2", WEB_HEADER_TIMEOUT="2", WEB_BODY_TIMEOUT="2")
 
 
 def _stall(port, data: bytes) -> socket.socket:
@@ -177,7 +131,7 @@ def _healthz_answers(url, times=3):
     with requests.Session() as session:
         session.trust_env = False
         for _ in range(times):
-            # Within the idle timeout: an answer means the server made room by itself.
+            # Within the limits: an answer means the server made room by itself.
             response = session.get(url + "/healthz", timeout=CLOSED_WITHIN_S)
             assert response.status_code == 200, response.text
 
@@ -200,7 +154,7 @@ def test_one_address_keeps_at_most_its_bound_of_connections(start_web):
     port, url = start_web(
         WEB_PROCESSES="1",
         WEB_CONNECTIONS_PER_CLIENT="10",
-        WEB_CHANNEL_TIMEOUT=LONG_CHANNEL_TIMEOUT,
+        **LONG_LIMITS,
     )
     idle = [_idle(port, "127.0.0.2") for _ in range(30)]
     try:
@@ -215,13 +169,14 @@ def test_one_address_keeps_at_most_its_bound_of_connections(start_web):
 
 
 def test_idle_connections_are_shed_before_the_connection_limit(start_web):
-    """60 idle connections from 60 addresses, each within its bound, against a limit of 50:
-    from 40 open (80%), each new connection closes the longest idle one, so /healthz is
-    accepted and answered instead of waiting in the listen backlog."""
+    """60 one-byte connections from 60 addresses, each within its bound, against a limit of
+    50: from 40 open (80%), each new connection closes the one whose headers have been
+    arriving longest, so /healthz is accepted and answered instead of waiting in the listen
+    backlog."""
     port, url = start_web(
         WEB_PROCESSES="1",
         WEB_CONNECTION_LIMIT="50",
-        WEB_CHANNEL_TIMEOUT=LONG_CHANNEL_TIMEOUT,
+        **LONG_LIMITS,
     )
     idle = [_idle(port, f"127.0.1.{n}") for n in range(1, 61)]
     try:
@@ -238,7 +193,7 @@ def test_idle_connections_are_shed_before_the_connection_limit(start_web):
 def test_a_thousand_idle_connections_from_one_client_do_not_stop_the_server(start_web):
     """The attack as it was found: about 1,000 connections from one client, one byte each,
     against the server as `make run` starts it (2 processes x 500 connections)."""
-    port, url = start_web(WEB_CHANNEL_TIMEOUT=LONG_CHANNEL_TIMEOUT)
+    port, url = start_web(**LONG_LIMITS)
     _healthz_answers(url, times=1)
     idle = [_idle(port, "127.0.0.2") for _ in range(1000)]
     try:
@@ -248,3 +203,175 @@ def test_a_thousand_idle_connections_from_one_client_do_not_stop_the_server(star
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_one_byte_requests_are_cut_at_their_header_time(start_web):
+    """1,100 connections from 110 addresses (10 each, within the per-address bound), each
+    having sent one byte of a request, against the server as `make run` starts it (2 processes
+    x 500 connections): /healthz answers, and the server cuts every one of them once its header
+    time is up, however long the kept-alive limit."""
+    port, url = start_web(WEB_HEADER_TIMEOUT="3", WEB_CHANNEL_TIMEOUT=LONG_LIMIT)
+    _healthz_answers(url, times=1)
+    held = [_idle(port, f"127.0.3.{n % 110 + 1}") for n in range(1100)]
+    try:
+        _healthz_answers(url, times=3)
+        _closed_by_server_soon(held, at_least=len(held))
+    finally:
+        for sock in held:
+            sock.close()
+
+
+class Churner:
+    """Holds ``count`` connections from 250 addresses, each trickling a request's headers (a
+    byte every quarter second, never finishing them), and opens a new one for each the server
+    closes: the attack on a legitimate slow upload."""
+
+    def __init__(self, port: int, count: int):
+        self.port, self.count = port, count
+        self.stop = threading.Event()
+        self.opened = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(30)
+
+    def _connect(self) -> socket.socket | None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((f"127.0.2.{self.opened % 250 + 1}", 0))
+            sock.settimeout(5)
+            sock.connect(("127.0.0.1", self.port))
+            sock.setblocking(False)
+            sock.send(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+        except OSError:
+            sock.close()
+            return None
+        self.opened += 1
+        return sock
+
+    def _run(self):
+        socks: list[socket.socket] = []
+        try:
+            while not self.stop.is_set():
+                kept = []
+                for sock in socks:
+                    try:
+                        sock.send(b"a")
+                        kept.append(sock)
+                    except OSError:  # closed by the server: replaced below
+                        sock.close()
+                socks = kept
+                while len(socks) < self.count and not self.stop.is_set():
+                    sock = self._connect()
+                    if sock is not None:
+                        socks.append(sock)
+                self.stop.wait(0.25)
+        finally:
+            for sock in socks:
+                sock.close()
+
+
+def _slow_upload(port: int, body: bytes, headers: dict, chunks: int) -> bytes:
+    """POST ``body`` to intake in ``chunks`` pieces a second apart; the answer's status line."""
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    request_head = (
+        f"POST /intake/events/website/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{head}\r\n"
+    ).encode()
+    size = -(-len(body) // chunks)
+    pieces = [body[i : i + size] for i in range(0, len(body), size)]
+    with socket.create_connection(("127.0.0.1", port), timeout=CLOSED_WITHIN_S) as sock:
+        sock.sendall(request_head + pieces[0])
+        for piece in pieces[1:]:
+            time.sleep(1)
+            sock.sendall(piece)
+        answer = b""
+        while b"\r\n" not in answer:
+            got = sock.recv(4096)
+            if not got:
+                break
+            answer += got
+    return answer.split(b"\r\n", 1)[0]
+
+
+def test_a_slow_upload_is_not_cut_while_another_client_churns_connections(start_web):
+    """A 54 KB signed intake POST in 10 chunks 1 s apart, while 400 trickling connections from
+    250 addresses are held and renewed against a budget of 200: the upload is answered 202 and
+    stored. Before, it was the longest idle connection in every pause and was shed."""
+    from intake.models import IntakeEvent
+    from tests.intake.conftest import SECRET
+    from tests.intake.signing import signed_headers
+
+    port, _url = start_web(
+        WEB_PROCESSES="1",
+        WEB_CONNECTION_LIMIT="200",
+        INTAKE_SECRETS=json.dumps({"website": [SECRET]}),
+    )
+    event = {"name": "Sam", "email": "sam@example.org", "message": "x" * 5000, "consent": True}
+    body = json.dumps(event).encode()
+    body += b" " * (54_000 - len(body))  # JSON's own whitespace: the body is still the event
+    headers = signed_headers(body, SECRET, msg_id="msg_slow_upload")
+
+    with Churner(port, count=400) as churner:
+        wait_for_condition(
+            lambda: churner.opened >= 600, timeout=CLOSED_WITHIN_S, message="the churn to start"
+        )
+        status = _slow_upload(port, body, headers, chunks=10)
+        assert churner.opened > 600  # connections were renewed throughout
+
+    assert status.startswith(b"HTTP/1.1 202"), status
+    assert IntakeEvent.objects.filter(source="website", event_id="msg_slow_upload").count() == 1
+
+
+def test_a_control_character_in_a_webhook_header_gets_the_contract_s_json(start_web):
+    """DEL (or another control character) in webhook-id: waitress refuses the header before
+    Django sees it; the sender still gets the intake contract's 401 JSON, and nothing is
+    stored. An unreadable other header on the intake path is a 400 in JSON; elsewhere,
+    waitress's own 400 stands."""
+    from intake.models import IntakeEvent
+    from intake.services import EVENT_ID_REFUSED
+
+    port, _url = start_web()
+    body = b'{"name": "A", "email": "a@example.org", "message": "hi"}'
+
+    def send(path: bytes, header: bytes) -> tuple[bytes, dict, bytes]:
+        request = (
+            b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n" + header + b"\r\n\r\n" + body
+        )
+        with socket.create_connection(("127.0.0.1", port), timeout=ANSWER_WITHIN_S) as sock:
+            sock.sendall(request)
+            answer = b""
+            while True:
+                got = sock.recv(65536)
+                if not got:
+                    break
+                answer += got
+        head, _, content = answer.partition(b"\r\n\r\n")
+        status_line, *lines = head.split(b"\r\n")
+        fields = dict(line.lower().split(b": ", 1) for line in lines)
+        return status_line.split(b" ")[1], fields, content
+
+    for value in (b"msg_\x7f1", b"msg\x001", b"\x1b[31m"):
+        status, fields, content = send(b"/intake/events/website/", b"webhook-id: " + value)
+        assert status == b"401", (value, status, content)
+        assert fields[b"content-type"] == b"application/json"
+        assert json.loads(content) == {"error": EVENT_ID_REFUSED}
+
+    status, fields, content = send(b"/intake/events/website", b"Webhook-Signature: v1,\x7f")
+    assert status == b"401", content
+    assert json.loads(content)["error"].startswith("Signature refused: the webhook-signature")
+
+    status, fields, content = send(b"/intake/events/website/", b"X-Note: a\x7fb")
+    assert status == b"400", content
+    assert fields[b"content-type"] == b"application/json"
+    assert "control character" in json.loads(content)["error"]
+
+    status, fields, content = send(b"/accounts/login/", b"webhook-id: msg_\x7f1")
+    assert status == b"400" and not fields[b"content-type"].endswith(b"json")
+    assert IntakeEvent.objects.count() == 0

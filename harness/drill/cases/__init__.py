@@ -29,7 +29,7 @@ from harness.drill.cases.documents import (
     document_correction_kept,
     document_timeout,
 )
-from harness.drill.cases.email import email_busy, email_no_reply, email_refused
+from harness.drill.cases.email import email_busy, email_no_reply, email_outage, email_refused
 from harness.drill.cases.failures import (
     destination_unavailable,
     lookup_unavailable,
@@ -167,6 +167,13 @@ CASES = [
         "e-mail: the relay answers 421",
         "retried; one message at the relay; confirmed",
         email_busy,
+        uses=("notify:smtp",),
+    ),
+    Spec(
+        "email-outage",
+        "e-mail: the relay is down, then back",
+        "every message waits and is tried again by itself; each sent once; nobody involved",
+        email_outage,
         uses=("notify:smtp",),
     ),
     Spec(

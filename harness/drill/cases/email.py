@@ -5,16 +5,17 @@ messages the relay received by Message-ID AND reads the ledger."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 from harness.drill.cases.steps import CLEANUP
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
 from harness.mailserver import MailServer
-from intake.models import EnquiryState
+from intake.models import Enquiry, EnquiryState
 from intake.services import reject_enquiry
 from ledger import notices
 from ledger.kinds import SMTP
-from ledger.models import Action, Integration, OperationState
+from ledger.models import Action, Integration, JournalEntry, Operation, OperationState
 from ledger.services import cancel_operation, complete_by_hand
 from recovery.ownership import item_owner
 
@@ -126,3 +127,70 @@ def email_busy(d: Drill, case: CaseResult):
         case.check(calls == 2, "a 421 retried once", calls)
         case.check(received == 1, "exactly one message at the relay", received)
     reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+
+
+OUTAGE_MESSAGES = 10
+OUTAGE_SECONDS = 10.0
+
+
+def email_outage(d: Drill, case: CaseResult):
+    """The relay down (connection refused) while messages are due, then back: e-mail's retry
+    window (shrunk to the drill's scale: EMAIL_RETRY_FIRST_SECONDS=1, at most 2 s) sends each
+    once, with nobody involved."""
+    with mail_relay(d) as relay:
+        relay.fault("refuse")
+        sent = []
+        for number in range(OUTAGE_MESSAGES):
+            body = d.body(d.payload(case.key, email=f"drill{number}@example.org"))
+            status, answer = d.post(f"{case.input_reference}-{number}", body)
+            if status != 202:
+                raise CaseFailed(f"the intake endpoint answered {status}: {answer}")
+            sent.append(Enquiry.objects.get(reference=answer["reference"]))
+        case.enquiry_reference = ", ".join(e.reference for e in sent)
+        notes = []
+        for enquiry in sent:
+            d.wait_enquiry(enquiry, EnquiryState.READY_FOR_REVIEW)
+            notes.append(d.operation(enquiry, Action.SEND_NOTICE))
+        if None in notes:
+            raise CaseFailed("an acknowledgement was not proposed")
+        for note in notes:
+            d.wait_operation(
+                note,
+                lambda o: o.state == OperationState.APPROVED and o.last_error_class == "transient",
+                "the acknowledgement refused and waiting for its next try",
+            )
+        time.sleep(OUTAGE_SECONDS)
+        waiting = sum(
+            1
+            for note in notes
+            if Operation.objects.get(pk=note.pk).state == OperationState.APPROVED
+        )
+        relay.clear_faults()
+        for note in notes:
+            d.wait_operation(
+                note,
+                lambda o: o.state not in (OperationState.APPROVED, OperationState.SUBMITTED),
+                "the acknowledgement once the relay is back",
+            )
+        counts = [relay.count(notices.message_id(note.idempotency_key)) for note in notes]
+        calls = sum(note.attempts.filter(kind="call").count() for note in notes)
+        people = JournalEntry.objects.filter(
+            subject_id__in=[str(note.pk) for note in notes]
+        ).exclude(actor__startswith="system:")
+        case.destination_records = sum(counts)
+        case.note(
+            f"{OUTAGE_MESSAGES} acknowledgements, relay refusing for {OUTAGE_SECONDS:g} s: "
+            f"{waiting} still waiting when it came back; then "
+            f"{sum(n.state == OperationState.CONFIRMED for n in notes)} confirmed after {calls} "
+            f"calls; relay received {sum(counts)} (per Message-ID {sorted(set(counts))}); "
+            f"{people.count()} journal rows by a person"
+        )
+        case.check(waiting == OUTAGE_MESSAGES, "every message waiting, none failed", waiting)
+        case.check(
+            all(n.state == OperationState.CONFIRMED for n in notes),
+            "every message sent once the relay is back",
+        )
+        case.check(counts == [1] * OUTAGE_MESSAGES, "exactly one message each", counts)
+        case.check(people.count() == 0, "nobody involved", people.count())
+    for enquiry in sent:
+        reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)

@@ -20,6 +20,11 @@ This command runs the same cluster with three changes (and names its database co
 - a stop is bounded: if the sentinel has not exited ``STOP_GRACE_SECONDS`` after the first
   signal (a task still running; the longest one may take is ``Q_TIMEOUT``), or at a second
   signal, the sentinel is killed;
+- an orphan's stop is short: a stop signal that finds the master's parent gone (its
+  supervisor, such as ``runall``, died, even by SIGKILL, and PR_SET_PDEATHSIG sent the
+  signal) gives the tasks in hand ``ORPHAN_GRACE_SECONDS``, not ``Q_TIMEOUT`` + 5 s: nothing
+  is left to restart or watch the cluster, and the ledger reconciles a call cut short (the
+  sweeper, as after any killed worker);
 - every process forked below the master is killed when its parent dies (Linux
   PR_SET_PDEATHSIG), so killing the master, or killing the sentinel, takes its workers with it.
 
@@ -51,6 +56,8 @@ log = logging.getLogger("handover.cluster")
 # A graceful stop lets the tasks in hand finish (at most Q_TIMEOUT, then django-q2 kills them
 # itself); beyond that, nothing is waited for.
 STOP_GRACE_SECONDS = Conf.TIMEOUT + 5 if Conf.TIMEOUT else 65
+# A stop once the process that started the master is gone (see the module).
+ORPHAN_GRACE_SECONDS = 3
 
 
 def die_with_parent() -> None:
@@ -90,6 +97,7 @@ class StoppableCluster(Cluster):
     def __init__(self, *args, grace: float = STOP_GRACE_SECONDS, **kwargs):
         super().__init__(*args, **kwargs)
         self.grace = grace
+        self.parent = os.getppid()  # the supervisor that started this master
         self.stop_requested = threading.Event()
 
     def sig_handler(self, signum, frame):
@@ -98,6 +106,9 @@ class StoppableCluster(Cluster):
             self.kill_sentinel()
             return
         self.stop_requested.set()
+        if os.getppid() != self.parent:
+            self.grace = min(self.grace, ORPHAN_GRACE_SECONDS)
+            log.warning("the process that started the cluster is gone: stopping it at once")
         log.info("stopping the cluster (at most %.0f s)", self.grace)
         threading.Thread(target=self._request_stop, name="cluster-stop", daemon=True).start()
         threading.Thread(target=self._bound_stop, name="cluster-stop-bound", daemon=True).start()
