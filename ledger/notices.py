@@ -57,20 +57,30 @@ NOTICES = {
             "a coordinator, reviewer or admin (each can turn these off in the console)",
             "at most once per person per interval, listing what was assigned to them, what "
             "became overdue, queues of theirs nobody opened, and destinations that refused "
-            "Handover's credentials.",
+            "Handover's credentials: only what is still open and still theirs when the message "
+            "is made, each item once. A message that could not be sent goes again with the "
+            "next one.",
             {
-                "count": 2,
+                "count": 3,
                 "person": "casey",
                 "interval": 15,
                 "items": [
                     {
-                        "what": "Assigned to you by escalation",
-                        "title": "HX-2026-000123: CRM write, outcome unknown",
+                        "why": "Assigned to you by alex; Overdue since 1 Dec 2026, 14:00 GMT",
+                        "title": "HX-2026-000123: Create the enquiry in the CRM (failed, "
+                        "retries used up)",
                         "link": "/console/operations/00000000-0000-0000-0000-000000000000/",
+                        "detail": "retry_budget_exhausted: 503: service unavailable",
                     },
                     {
-                        "what": "Refused Handover's credentials",
-                        "title": "The CRM integration",
+                        "why": "You own the queue",
+                        "title": "Nobody opened the queue \u201cOperation failed\u201d (last "
+                        "opened: never); 4 items wait in it",
+                        "link": "/console/?state=failed",
+                    },
+                    {
+                        "why": "You own the integration",
+                        "title": "The CRM integration refused Handover's credentials",
                         "link": "/console/integrations/",
                     },
                 ],
@@ -83,6 +93,17 @@ NOTICES = {
 def context(payload: dict) -> dict:
     values = {k: v for k, v in payload.items() if k not in ("to", "body")}
     values["console_url"] = settings.CONSOLE_URL.rstrip("/")
+    items = values.get("items")
+    if isinstance(items, list):
+        # A line's technical detail is not in the line: numbered at the end of the message.
+        values["details"] = [
+            (number, item["detail"])
+            for number, item in enumerate(items, 1)
+            if isinstance(item, dict) and item.get("detail")
+        ]
+        count = values.get("count")
+        if isinstance(count, int) and count > len(items):
+            values["more"] = count - len(items)
     return values
 
 

@@ -205,7 +205,7 @@ READY_ROLE_FIX = _("Grant the role on the people page (or with python manage.py 
 SETUP_NOTHING_CHANGED = _("Nothing changed: the values were already those.")
 SETUP_QUEUE_SAVED = _("Saved for %(queue)s, with your reason in the journal.")
 SETUP_CATEGORY_SAVED = _("Category “%(category)s” saved, with your reason in the journal.")
-SETUP_PERSON_SAVED = _("Roles of %(person)s saved, with your reason in the journal.")
+SETUP_PERSON_SAVED = _("Changes to %(person)s saved, with your reason in the journal.")
 NO_SUCH_ROLE = _("There is no role “%(role)s”.")
 # --- who owns an item (recovery.ownership) ------------------------------------------------------
 OWNER_ADMINS = _("admins")

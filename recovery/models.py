@@ -174,8 +174,17 @@ class OperatorNotice(models.Model):
     kind = models.CharField(max_length=20, choices=KINDS)
     # What it is about, once: a journal row, an item's stay in a state, a queue's period.
     key = models.CharField(max_length=200, unique=True)
+    # How it read when gathered (the person's own page lists it so); the message words each item
+    # again from ``subject`` as it is when the message is made (recovery.digest).
     title = models.CharField(max_length=300)
     link = models.CharField(max_length=300)  # a console path; the message adds CONSOLE_URL
+    # The item it is about: "operation:<id>", "enquiry:<reference>", "queue:<key>",
+    # "integration:<name>"; one line per subject in a message, however many notices name it.
+    subject = models.CharField(max_length=200, blank=True)
+    why = models.CharField(max_length=300, blank=True)  # "Assigned to you by alex"
+    # Why no message carries it: the item was resolved or given to someone else before the
+    # message was made (recovery.digest); it is never sent.
+    left_out = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     operation = models.ForeignKey(
         "ledger.Operation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -10,40 +10,38 @@
 - a queue they own that nobody opened within its review cadence (recovery.metrics);
 - a destination that refused Handover's credentials (its integration's owner).
 
-``send`` gathers each person's notices into one message, at most one per person per
-``OPERATOR_NOTICE_MINUTES``: a notify.send operation with no enquiry, whose idempotency key is
-made of the person and the window (``operator:<user id>:notify.send:operator_digest:<window>``),
-so it goes through the ledger like any message: a failure is visible in the queue, and nothing
-is sent twice. People who turned their messages off (/console/me/) are skipped.
+``send`` (recovery.digest) makes each person's message from them, reading every item again as
+it is then: at most one message per person per ``OPERATOR_NOTICE_MINUTES``, through the ledger.
 
 ``run`` does both: the django-q2 schedule "recovery.notify_operators", every minute.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
-from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from ledger.models import Integration, JournalEntry, Operation
-from ledger.notices import OPERATOR_DIGEST
-from ledger.proposals import notice_payload
-from ledger.services import propose_message
 from recovery import ownership, timefmt
-from recovery.models import NoticePreference, OperatorNotice, Queue, ResponsePolicy
+from recovery.digest import (  # noqa: F401 (the notices' own names, kept here)
+    DIGEST_ITEMS,
+    KEY_PREFIX,
+    LOOKBACK,
+    _key,
+    enabled,
+    queue_link,
+    send,
+    window_start,
+)
+from recovery.models import OperatorNotice, Queue, ResponsePolicy
+from recovery.words import action_label
 
-LOOKBACK = timedelta(days=1)  # older events are not news any more
-KEY_PREFIX = "operator"
 HANDED_OVER = ("recovery.operation.reassigned", "intake.enquiry.assigned")
 ESCALATED = "recovery.escalated"
 NEEDS_OWNER = ("ledger.operation.fail", "ledger.operation.needs_person", "ledger.operation.bounce")
 CREDENTIALS = "ledger.integration.credentials_refused"
 ESCALATION_ACTOR = "system:escalation"
-DIGEST_ITEMS = 50  # the message lists the first 50 and counts the rest
 
 
 def _users_by_name(names) -> dict:
@@ -54,20 +52,22 @@ def _users_by_name(names) -> dict:
     return {u.get_username(): u for u in model.objects.filter(username__in=names)}
 
 
-def _subject_link(row) -> tuple[str, str]:
-    """(title, console path) of a journal row's subject."""
+def _subject_link(row, ops) -> tuple[str, str, str]:
+    """(title, console path, subject) of a journal row's subject: named by its enquiry's
+    reference and what it is in the console's words, never by an operation's id."""
     if row.subject_type == "ledger.operation":
-        op = Operation.objects.filter(pk=row.subject_id).select_related("enquiry").first()
+        op = ops.get(row.subject_id)
         if op is None:
-            return row.subject_id, reverse("recovery:queue")
+            return "an item no longer there", reverse("recovery:queue"), ""
         return (
-            f"{op.reference}: {op.action} ({op.get_state_display()})",
+            f"{op.reference}: {action_label(op.action)}",
             reverse("recovery:operation", args=[op.pk]),
+            f"operation:{op.pk}",
         )
     if row.subject_type == "intake.enquiry" and row.enquiry_id is not None:
         reference = row.enquiry.reference
-        return reference, reverse("recovery:enquiry", args=[reference])
-    return row.subject_id, reverse("recovery:queue")
+        return reference, reverse("recovery:enquiry", args=[reference]), f"enquiry:{reference}"
+    return "an item", reverse("recovery:queue"), ""
 
 
 def _stay(row, ops) -> str:
@@ -118,22 +118,29 @@ def _from_journal(now) -> list[OperatorNotice]:
                 continue  # given to someone by a hand-over, which told them (or they took it)
             # Nobody was given it: its queue's owner by the response policy, or, where the queue
             # has none, every admin (recovery.ownership).
-            users = ownership.item_owner(op).people()
-            what = "Needs you: " + (row.reason or row.action)[:120]
+            owner = ownership.item_owner(op)
+            users = owner.people()
+            # Its error text is the message's technical detail, read when the message is made.
+            what = (
+                "Its queue has no owner: it falls to the admins"
+                if owner.to_admins
+                else "Nobody was given it: its queue is yours"
+            )
         elif row.action == CREDENTIALS:
             users = [people.get(evidence.get("owner"))]
             kind = OperatorNotice.CREDENTIALS
-            what = "Refused Handover's credentials"
+            what = "You own the integration"
         for user in users:
             if user is None:
                 continue
             if row.action == CREDENTIALS:
-                title, link = str(row.subject_id), reverse("recovery:integrations")
+                link = reverse("recovery:integrations")
                 integration = Integration.objects.filter(pk=row.subject_id).first()
-                title = f"The {integration} integration" if integration else title
+                title = f"The {integration or 'unnamed'} integration refused Handover's credentials"
+                subject = f"integration:{integration.name}" if integration else ""
                 key = f"journal:{row.pk}:{user.pk}"
             else:
-                title, link = _subject_link(row)
+                title, link, subject = _subject_link(row, ops)
                 # One notice per item, person and stay in a state: a failure and a hand-over of
                 # the same item to the same person are one line, not two.
                 key = f"item:{row.subject_type}:{row.subject_id}:{user.pk}:{_stay(row, ops)}"
@@ -142,8 +149,12 @@ def _from_journal(now) -> list[OperatorNotice]:
                     user=user,
                     kind=kind,
                     key=key[:200],
-                    title=f"{what}: {title}"[:300],
+                    title=(title if kind == OperatorNotice.CREDENTIALS else f"{what}: {title}")[
+                        :300
+                    ],
                     link=link,
+                    subject=subject,
+                    why=what[:300],
                     created_at=now,
                 )
             )
@@ -156,26 +167,36 @@ def _overdue(now) -> list[OperatorNotice]:
     model = get_user_model()
     rows = [r for r in queue.all_rows(now, queue.Filters(overdue=True)) if r["q_owner"]]
     people = model.objects.in_bulk({r["q_owner"] for r in rows})
+    ops = Operation.objects.select_related("enquiry").in_bulk(
+        [r["q_key"] for r in rows if r["q_kind"] == queue.KIND_OPERATION]
+    )
+    ops = {str(pk): op for pk, op in ops.items()}
     notices = []
     for row in rows:
         user = people.get(row["q_owner"])
         if user is None:
             continue
         kind, key = row["q_kind"], row["q_key"]
+        name = key  # an enquiry's reference, an integration's name
         if kind == queue.KIND_OPERATION:
             link = reverse("recovery:operation", args=[key])
+            name = ops[key].reference if key in ops else "an operation"
         elif kind == queue.KIND_ENQUIRY:
             link = reverse("recovery:enquiry", args=[key])
         else:
             link = reverse("recovery:integrations")
         due = timefmt.local(row["q_due"]) if row["q_due"] else "its due time"
+        why = f"Overdue since {due}"
         notices.append(
             OperatorNotice(
                 user=user,
                 kind=OperatorNotice.OVERDUE,
                 key=f"overdue:{kind}:{key}:{row['q_since'].isoformat()}"[:200],
-                title=f"Overdue since {due}: {key} ({dict(Queue.choices).get(row['q_queue'])})",
+                title=f"{why}: {name} ({dict(Queue.choices).get(row['q_queue'])})"[:300],
                 link=link,
+                # A paused integration's row is its held backlog, not the integration itself.
+                subject=f"{'backlog' if kind == queue.KIND_INTEGRATION else kind}:{key}"[:200],
+                why=why,
                 created_at=now,
             )
         )
@@ -202,8 +223,10 @@ def _uninspected(now) -> list[OperatorNotice]:
                 user=owner,
                 kind=OperatorNotice.UNINSPECTED,
                 key=f"uninspected:{flag.queue}:{since}",
-                title=f"Nobody opened the queue '{flag.label}' (last opened: {opened})",
-                link=reverse("recovery:queue") + f"?queue={flag.queue}",
+                title=f"Nobody opened the queue “{flag.label}” (last opened: {opened})",
+                link=queue_link(flag.queue),
+                subject=f"queue:{flag.queue}",
+                why="You own the queue",
                 created_at=now,
             )
         )
@@ -220,112 +243,6 @@ def collect(now=None) -> int:
     before = OperatorNotice.objects.count()
     OperatorNotice.objects.bulk_create(found, ignore_conflicts=True)
     return OperatorNotice.objects.count() - before
-
-
-def enabled(user) -> bool:
-    preference = NoticePreference.objects.filter(user=user).first()
-    return preference is None or preference.enabled
-
-
-def window_start(now, minutes: int):
-    """The start of the interval ``now`` falls in (intervals counted from the epoch, UTC)."""
-    seconds = minutes * 60
-    epoch = int(now.timestamp())
-    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
-
-
-def _key(user, window) -> str:
-    return f"{KEY_PREFIX}:{user.pk}:notify.send:{OPERATOR_DIGEST}:{window:%Y%m%dT%H%MZ}"
-
-
-def send(now=None) -> list[Operation]:
-    """One message per person with something new, at most one per interval: the batch, as a
-    notify.send operation (no enquiry) approved and enqueued with its notices marked."""
-    now = now or timezone.now()
-    minutes = settings.OPERATOR_NOTICE_MINUTES
-    pending = OperatorNotice.objects.filter(
-        operation__isnull=True, created_at__gte=now - LOOKBACK
-    ).values("user_id")
-    model = get_user_model()
-    sent = []
-    for user in model.objects.filter(pk__in=pending, is_active=True).order_by("pk"):
-        if not user.email or not enabled(user):
-            continue
-        last = (
-            Operation.objects.filter(
-                enquiry__isnull=True, idempotency_key__startswith=f"{KEY_PREFIX}:{user.pk}:"
-            )
-            .order_by("-created_at")
-            .values_list("created_at", flat=True)
-            .first()
-        )
-        if last is not None and last > now - timedelta(minutes=minutes):
-            continue  # at most one per interval: the next window carries these
-        op = _send_one(user, now, minutes)
-        if op is not None:
-            sent.append(op)
-    return sent
-
-
-class _NotNow(Exception):
-    """The digest is not sent this time; its transaction is rolled back and the notices wait."""
-
-
-def _send_one(user, now, minutes):
-    """The person's pending notices as one message, in one transaction, set-based: count them and
-    read the first ``DIGEST_ITEMS`` for the payload, propose the message, then mark them with one
-    ``UPDATE`` by the person and the window's lower bound (no list of ids, no row objects).
-
-    The mark must carry exactly what the message counts: if it does not (a notice came or went
-    between the read and the mark), or the window's message exists already (made by a concurrent
-    sender, or earlier in this window), nothing is sent now: the transaction rolls back and the
-    notices wait for the next run. A crash rolls everything back the same way."""
-    window = window_start(now, minutes)
-    pending = OperatorNotice.objects.filter(
-        user=user, operation__isnull=True, created_at__gte=now - LOOKBACK
-    )
-    try:
-        with transaction.atomic():
-            count = pending.count()
-            if not count:
-                return None
-            first = list(
-                pending.order_by("created_at", "pk").values_list("pk", "kind", "title", "link")[
-                    :DIGEST_ITEMS
-                ]
-            )
-            kinds = dict(OperatorNotice.KINDS)
-            items = [{"what": kinds[k], "title": t, "link": link} for _pk, k, t, link in first]
-            payload = notice_payload(
-                OPERATOR_DIGEST,
-                user.email,
-                reference=f"operator {user.get_username()}, {timefmt.local(window)}",
-                person=user.get_username(),
-                count=count,
-                items=items,
-                interval=minutes,
-            )
-            op, created = propose_message(
-                _key(user, window),
-                payload,
-                reason=f"{count} item(s) for {user.get_username()}",
-                at=now,
-            )
-            if not created:
-                raise _NotNow  # its message is built already: these are not in it
-            # Rows locked by another transaction are waited for and read again (READ COMMITTED),
-            # so a notice is marked by one message only.
-            marked = pending.update(operation=op)
-            head = list(
-                OperatorNotice.objects.filter(operation=op)
-                .order_by("created_at", "pk")
-                .values_list("pk", flat=True)[:DIGEST_ITEMS]
-            )
-            if marked != count or head != [row[0] for row in first]:
-                raise _NotNow
-    except _NotNow:
-        return None
-    return op
 
 
 def run(now=None) -> dict:

@@ -1,9 +1,13 @@
-"""Setting an install up: queue owners and response periods, categories, people's roles.
+"""Setting an install up: queue owners and response periods, categories, people's roles and
+e-mail addresses.
 
 Each change has a reason and one journal row with the fields it changed, from and to, as an
 integration's settings have (ledger.services.configure_integration). The console's setup pages
 and ``manage.py provision`` both come here; so a provisioned install and a hand-made one leave
 the same evidence. A change that changes nothing writes nothing (provision run twice is quiet).
+
+A person's e-mail address is personal data, and the journal is kept for ever: its row says that
+the address was set, changed or removed, never the address.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group, Permission
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 
 from intake.models import Category
 from intake.workflow import ActionRefused
-from ledger import journal
+from ledger import journal, mailaddress
 from ledger.services.common import require_permission, require_reason
 from recovery.models import Queue, ResponsePolicy
 from recovery.roles import ROLE_PERMISSIONS
@@ -202,4 +208,65 @@ def set_roles(user, *, actor, reason, roles, may_recover: bool | None = None, st
                 diff["may_recover"] = {"from": has, "to": may_recover}
         if diff:
             record_person_change(person, actor=actor, reason=reason, diff=diff)
+    return diff
+
+
+# What the journal says of an address: that there is one, never what it is.
+ADDRESS_WORDS = {False: "", True: "an address"}
+
+
+def clean_address(value: str) -> str:
+    """An address as Handover keeps it: trimmed, its domain in lower case, valid as Django
+    validates one and as the relay is written to (ledger.mailaddress: an international domain
+    must have an IDNA 2008 form), at most 254 characters. ValueError otherwise."""
+    email = get_user_model().objects.normalize_email((value or "").strip())
+    if not email:
+        return ""
+    if len(email) > 254:  # lower case can be longer than what was typed
+        raise ValueError("An address has at most 254 characters.")
+    try:
+        validate_email(email)
+        mailaddress.parse(email)
+    except (ValidationError, mailaddress.AddressError) as exc:
+        raise ValueError("Enter a valid e-mail address.") from exc
+    return email
+
+
+def set_email(user, *, actor, reason, email: str) -> dict:
+    """Give a person the e-mail address Handover tells them at (recovery.notices); "" removes
+    it. Checked by ``clean_address`` (ValueError otherwise). Journalled as
+    ``recovery.person.email_changed`` without the address itself."""
+    reason = require_reason(reason)
+    require_permission(actor, PEOPLE_PERMISSION)
+    email = clean_address(email)
+    with transaction.atomic():
+        person = get_user_model().objects.select_for_update().get(pk=user.pk)
+        if person.email == email:
+            return {}
+        diff = {
+            "email": {
+                "from": ADDRESS_WORDS[bool(person.email)],
+                "to": "a new address" if person.email and email else ADDRESS_WORDS[bool(email)],
+            }
+        }
+        person.email = email
+        person.save(update_fields=["email"])
+        journal.record(
+            person,
+            "recovery.person.email_changed",
+            actor=actor,
+            reason=reason,
+            evidence={"username": person.get_username(), **diff},
+        )
+    user.email = email
+    return diff
+
+
+def change_person(user, *, actor, reason, roles, may_recover=None, email=None) -> dict:
+    """The person page's one save: roles (``set_roles``) and, when given, the e-mail address
+    (``set_email``), in one transaction; field -> change for what changed."""
+    with transaction.atomic():
+        diff = set_roles(user, actor=actor, reason=reason, roles=roles, may_recover=may_recover)
+        if email is not None:
+            diff.update(set_email(user, actor=actor, reason=reason, email=email))
     return diff

@@ -96,6 +96,22 @@ class PersonForm(ReasonForm):
         help_text="The owner of failed work needs it; the admin role has it already.",
     )
 
+    email = forms.EmailField(
+        required=False,
+        max_length=254,
+        label="E-mail address",
+        help_text="Where Handover tells them what needs them. The journal records that it "
+        "changed, never the address.",
+    )
+
+    def clean_email(self):
+        from recovery.setup import clean_address
+
+        try:
+            return clean_address(self.cleaned_data["email"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
     def clean_roles(self):
         roles = self.cleaned_data["roles"]
         unknown = set(roles) - set(ROLES)

@@ -14,6 +14,7 @@ from recovery import markdown
 from recovery.explain import RUNBOOKS
 from recovery.metrics import ConsoleCollector, figures
 from recovery.operator_actions import ACTIONS
+from recovery.untold import untold
 from recovery.views.common import console_view
 
 RUNBOOK_DIR = Path(settings.BASE_DIR) / "docs" / "runbooks"
@@ -32,6 +33,8 @@ def dashboard(request):
         "recovery/dashboard.html",
         {
             "f": figures(),
+            "untold": untold(),
+            "interval": settings.OPERATOR_NOTICE_MINUTES,
             "purge": PurgeRun.objects.first(),
             "retention_days": settings.PERSONAL_DATA_RETENTION_DAYS,
         },

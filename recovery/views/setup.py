@@ -30,12 +30,14 @@ LABELS = {
     "books_appointments": "Books appointments",
     "may_recover": "May retry failed writes",
     "is_staff": "Staff (Django's admin)",
+    "email": "E-mail address",
     # Changed in Django's admin (recovery/people_admin.py), journalled as the People page does.
     "is_superuser": "Superuser",
     "is_active": "Active",
     "groups": "Groups",
     "permissions": "Permissions",
 }
+PERSON_ACTIONS = ("recovery.person.roles", "recovery.person.email_changed")
 
 
 def _written(field, value) -> str:
@@ -226,18 +228,20 @@ def person_edit(request, pk):
     initial = {
         "roles": setup.roles_of(person),
         "may_recover": person.user_permissions.filter(codename="recover_operation").exists(),
+        "email": person.email,
     }
     form = PersonForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
         done = _save(
             request,
             form,
-            lambda reason: setup.set_roles(
+            lambda reason: setup.change_person(
                 person,
                 actor=request.user,
                 reason=reason,
                 roles=form.cleaned_data["roles"],
                 may_recover=form.cleaned_data["may_recover"],
+                email=form.cleaned_data["email"],
             ),
             reverse("recovery:people"),
             recovery.messages.SETUP_PERSON_SAVED % {"person": person.get_username()},
@@ -252,7 +256,7 @@ def person_edit(request, pk):
             "what": "person",
             "person": person,
             "form": form,
-            "history": history(person, ("recovery.person.roles",)),
+            "history": history(person, PERSON_ACTIONS),
         },
         status=400 if form.is_bound and form.errors else 200,
     )

@@ -72,6 +72,7 @@ def _started_runall(tmp_path, **extra_env):
             stderr=out,
         )
     runall.mail = (mail_port, mail_dir)  # where its local relay listens and keeps what it gets
+    runall.port = port  # where its web server listens
     return runall, log
 
 
@@ -294,6 +295,59 @@ def test_make_run_seeds_the_records_its_demo_names_at_its_sandbox(tmp_path):
         message_id = notices.message_id(sent.idempotency_key)
         kept = [f for f in mail_dir.glob("*.eml") if message_id in f.read_text()]
         assert len(kept) == 1, (message_id, sent.external_id)
+        runall.send_signal(signal.SIGTERM)
+        runall.wait(timeout=GONE_WITHIN_S)
+        _assert_none_left(started, log)
+    finally:
+        _kill_leftovers(runall, started)
+
+
+def test_make_run_tells_the_demo_people_at_once_with_links_to_the_port_it_serves(tmp_path):
+    """A fresh `make run PORT=...`: the demo's people have addresses, so the notice schedule's
+    first run (at the cluster's start) e-mails each person what needs them, and the local relay
+    keeps the messages in var/mail; every link opens the console on the port it serves, not
+    CONSOLE_URL's default."""
+    import email
+    import email.policy
+
+    from django_q.models import Schedule
+
+    # The schedule its migration makes (recovery 0006): gone if an earlier test flushed the
+    # database (transaction=True), as a fresh install never is.
+    Schedule.objects.get_or_create(
+        name="recovery.notify_operators",
+        defaults={
+            "func": "recovery.tasks.notify_operators",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+        },
+    )
+    runall, log = _started_runall(tmp_path)
+    port, (_mail_port, mail_dir) = runall.port, runall.mail
+    started = []
+
+    def operator_messages():
+        found = []
+        for path in mail_dir.glob("*.eml"):
+            message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+            if "need you" in str(message["Subject"]):
+                found.append(message)
+        return found
+
+    try:
+        started = _everything_it_started(runall, log)
+        # A hang guard only: the schedule's first run comes as the cluster starts.
+        wait_for_condition(
+            operator_messages, timeout=240, interval=1, message="an operator's notice"
+        )
+        for message in operator_messages():
+            assert message["To"].addresses[0].domain == "council.example"
+            text = message.get_body(("plain",)).get_content()
+            links = [w for w in text.split() if w.startswith("http")]
+            assert links, text
+            assert all(w.startswith(f"http://127.0.0.1:{port}/console/") for w in links), text
+        assert f"open http://127.0.0.1:{port}/ (CONSOLE_URL)" in log.read_text()
         runall.send_signal(signal.SIGTERM)
         runall.wait(timeout=GONE_WITHIN_S)
         _assert_none_left(started, log)

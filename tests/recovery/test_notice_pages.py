@@ -99,3 +99,18 @@ def test_a_failed_message_to_an_operator_is_cancelled_on_its_own_page(client_for
     assert client.post(url + "reassign/", {"reason": "x", "owner": ""}).status_code == 302
     failed_message.refresh_from_db()
     assert failed_message.state == OperationState.CANCELLED
+
+
+def test_my_page_says_which_notices_were_left_out_and_why(client_for, people):
+    from recovery.models import OperatorNotice
+
+    OperatorNotice.objects.create(
+        user=people["coordinator"],
+        kind=OperatorNotice.ASSIGNED,
+        key="k-left",
+        title="Assigned to you by boss: ENQ-ABCDEFGH: Create the enquiry in the CRM",
+        link="/console/",
+        left_out="resolved",
+    )
+    page = client_for("coordinator").get("/console/me/").content.decode()
+    assert "not sent: resolved before the message was made" in page

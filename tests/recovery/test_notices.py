@@ -180,4 +180,111 @@ def test_credentials_refused_tells_the_integrations_owner(
     run_queue(until=lambda: settled(digest))
     assert mail.stats()["received"] == 1
     text = mail.read(mail.messages()[0]).decode()
-    assert "Refused Handover's credentials" in text
+    assert "integration refused Handover's credentials" in text
+    assert "You own the integration" in text
+
+
+def test_a_message_the_relay_refused_goes_again_at_the_next_window_and_arrives_once(
+    email_integration, mail, make_user, make_enquiry, integrations, run_queue, client
+):
+    from recovery.digest import not_sent
+    from tests.ledger.factories import make_operation
+
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    item = make_operation(make_enquiry(), "failed", integration=Integration.objects.get(name="crm"))
+    reassign_operation(item.pk, actor=admin, reason="yours", owner=casey)
+    mail.fault("refuse")  # nothing listens until the faults are cleared
+    now = timezone.now()
+    notices.run(now)
+    [first] = digests(casey)
+    run_queue(until=lambda: not_sent(Operation.objects.get(pk=first.pk)))
+    assert mail.stats()["received"] == 0
+    client.force_login(admin)
+    page = client.get("/console/dashboard/").content.decode()
+    assert "Not told: <strong" in page and ">casey</strong>" in page
+    assert "the relay could not be reached" in page
+
+    mail.clear_faults()
+    notices.run(now + timedelta(minutes=1))  # the same window: nothing more yet
+    assert digests(casey).count() == 1
+    notices.run(now + timedelta(minutes=settings.OPERATOR_NOTICE_MINUTES, seconds=1))
+    second = digests(casey).exclude(pk=first.pk).get()
+    run_queue(until=lambda: settled(second))
+    run_queue()  # whatever else is due: the first must not go too
+
+    first.refresh_from_db()
+    assert first.state == OperationState.CANCELLED
+    assert second.state == OperationState.CONFIRMED
+    assert second.payload["count"] == 1
+    stats = mail.stats()
+    assert stats["by_message_id"] == {ledger_notices.message_id(second.idempotency_key): 1}
+    assert stats["received"] == 1
+    text = mail.read(mail.messages()[0]).decode()
+    assert item.enquiry.reference in text
+    assert "could not be sent (the relay could not be reached)" in text
+    assert "Not told:" not in client.get("/console/dashboard/").content.decode()
+
+
+def test_a_message_waiting_on_a_long_back_off_is_replaced_at_the_next_window_never_sent_twice(
+    email_integration, mail, make_user, make_enquiry, integrations, run_queue
+):
+    """E-mail's back-off may hold a refused message for an hour; the person's next window
+    carries what it listed and cancels it, so the relay gets one message, not two."""
+    from ledger.tasks import execute_operation
+    from tests.ledger.factories import make_operation
+
+    Integration.objects.filter(pk=email_integration.pk).update(
+        retry_budget=10, backoff_seconds=3600
+    )
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    item = make_operation(make_enquiry(), "failed", integration=Integration.objects.get(name="crm"))
+    reassign_operation(item.pk, actor=admin, reason="yours", owner=casey)
+    mail.fault("421", count=1)
+    now = timezone.now()
+    notices.run(now)
+    [first] = digests(casey)
+    run_queue(until=lambda: Operation.objects.get(pk=first.pk).attempt_count == 1)
+    first.refresh_from_db()
+    assert first.state == OperationState.APPROVED and first.next_attempt_at > timezone.now()
+
+    notices.run(now + timedelta(minutes=settings.OPERATOR_NOTICE_MINUTES, seconds=1))
+    second = digests(casey).exclude(pk=first.pk).get()
+    run_queue(until=lambda: settled(second))
+    execute_operation(str(first.pk))  # its back-off's turn comes: nothing to send
+
+    first.refresh_from_db()
+    assert first.state == OperationState.CANCELLED and first.attempt_count == 1
+    assert mail.stats()["by_message_id"] == {ledger_notices.message_id(second.idempotency_key): 1}
+
+
+def test_a_message_refused_for_its_address_goes_again_once_the_address_is_changed(
+    email_integration, mail, make_user, make_enquiry, integrations, run_queue
+):
+    from recovery import setup
+    from tests.ledger.factories import make_operation
+
+    admin = make_user("admin", username="boss")
+    casey = make_user("coordinator", username="casey", email="casey@example.org")
+    item = make_operation(make_enquiry(), "failed", integration=Integration.objects.get(name="crm"))
+    reassign_operation(item.pk, actor=admin, reason="yours", owner=casey)
+    mail.fault("550", recipient="casey@example.org", count=50)
+    now = timezone.now()
+    notices.run(now)
+    [first] = digests(casey)
+    run_queue(until=lambda: settled(first))
+    later = now + timedelta(minutes=settings.OPERATOR_NOTICE_MINUTES, seconds=1)
+    notices.run(later)
+    assert digests(casey).count() == 1  # the same address would be refused again
+
+    setup.set_email(casey, actor=admin, reason="the old one bounced", email="cj@example.org")
+    notices.run(later + timedelta(seconds=1))
+    second = digests(casey).exclude(pk=first.pk).get()
+    run_queue(until=lambda: settled(second))
+
+    assert second.state == OperationState.CONFIRMED
+    [record] = mail.messages()
+    assert record["to"] == ["cj@example.org"]
+    assert mail.stats()["received"] == 1
+    assert item.enquiry.reference in mail.read(record).decode()

@@ -4,6 +4,7 @@ pages clear it: from a database with nothing but a superuser."""
 from __future__ import annotations
 
 import io
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -277,6 +278,96 @@ def test_an_admin_role_member_grants_roles_and_opens_the_user_admin(make_user):
     assert owner.has_perm("ledger.recover_operation")
     assert client.get(reverse("recovery:queue", args=[]) + "?missing=1").status_code == 200
     assert client.get(reverse("recovery:setup-queue", args=["nope"])).status_code == 404
+
+
+def test_a_persons_address_is_set_with_a_reason_and_the_journal_keeps_no_address(make_user):
+    admin = make_user("admin", is_staff=True)
+    casey = make_user("coordinator", username="casey")
+    client = Client()
+    client.force_login(admin)
+    url = reverse("recovery:person", args=[casey.pk])
+    assert 'name="email"' in client.get(url).content.decode()
+
+    refused = client.post(url, {"roles": ["coordinator"], "email": "casey@council.example"})
+    assert refused.status_code == 400  # no reason, nothing saved
+    assert get_user_model().objects.get(pk=casey.pk).email == ""
+
+    saved = client.post(
+        url,
+        {"roles": ["coordinator"], "email": "Casey.Jones@Council.Example", "reason": "new starter"},
+    )
+    assert saved.status_code == 302
+    assert get_user_model().objects.get(pk=casey.pk).email == "Casey.Jones@council.example"
+    client.post(url, {"roles": ["coordinator"], "email": "cj@council.example", "reason": "renamed"})
+    client.post(url, {"roles": ["coordinator"], "email": "", "reason": "left the team"})
+    assert get_user_model().objects.get(pk=casey.pk).email == ""
+
+    rows = JournalEntry.objects.filter(action="recovery.person.email_changed").order_by("id")
+    assert [r.evidence["email"] for r in rows] == [
+        {"from": "", "to": "an address"},
+        {"from": "an address", "to": "a new address"},
+        {"from": "an address", "to": ""},
+    ]
+    everything = " ".join(
+        f"{r.reason} {r.evidence} {r.subject_id}" for r in JournalEntry.objects.all()
+    ).lower()
+    assert "council.example" not in everything and "casey.jones" not in everything
+    page = client.get(url).content.decode()
+    assert "E-mail address</strong>: (none) → an address" in page
+    assert "cj@council.example" not in page.split("Changes made here")[1]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "not an address",
+        "casey@",
+        "a" * 250 + "@council.example",
+        "casey\x00@council.example",
+        "cas%ED%A0%80ey@council.example",  # a lone surrogate, as UTF-8 bytes
+        "casey@" + "\u0130" * 60 + ".example",  # grows when lowercased, past a label's length
+        "casey@xn--.example",
+        "casey@council.example\r\nBcc: everyone@council.example",
+    ],
+)
+def test_a_bad_address_is_refused_on_the_form_never_a_500(make_user, value):
+    admin = make_user("admin", is_staff=True)
+    casey = make_user("coordinator", username="casey", email="casey@council.example")
+    client = Client()
+    client.force_login(admin)
+    body = "roles=coordinator&reason=typo&email=" + quote(value, safe="%@")
+    response = client.post(
+        reverse("recovery:person", args=[casey.pk]),
+        body,
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code == 400
+    assert get_user_model().objects.get(pk=casey.pk).email == "casey@council.example"
+    assert not JournalEntry.objects.filter(action="recovery.person.email_changed").exists()
+
+
+def test_an_international_domain_is_kept_as_written_and_sent_as_the_relay_reads_it(make_user):
+    admin = make_user("admin", is_staff=True)
+    casey = make_user("coordinator", username="casey")
+    client = Client()
+    client.force_login(admin)
+    response = client.post(
+        reverse("recovery:person", args=[casey.pk]),
+        {"roles": ["coordinator"], "email": "casey@B\u00fccher.example", "reason": "new starter"},
+    )
+    assert response.status_code == 302
+    assert get_user_model().objects.get(pk=casey.pk).email == "casey@b\u00fccher.example"
+
+
+def test_the_people_page_shows_each_address_or_that_there_is_none(make_user):
+    admin = make_user("admin", is_staff=True)
+    make_user("coordinator", username="casey", email="casey@council.example")
+    make_user("reviewer", username="robin")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(reverse("recovery:people")).content.decode()
+    assert "casey@council.example" in page
+    assert "nothing can tell them what needs them" in page
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ kept in var/mail/*.eml), a django-q2 cluster and the web server. A new database 
 demo once the sandbox and the relay are started and before the cluster is, so the records its
 stories name are made there (seed_demo --make-records). If any child dies, everything stops: a
 half-running product is worse than a stopped one. If this process itself dies, even by SIGKILL, each
-child is sent SIGTERM (on Linux), for the same reason.
+child is sent SIGTERM (on Linux), for the same reason. Its children get ``CONSOLE_URL`` set to
+where it serves (``--host``, ``--port``), so the links in the e-mail they send open this console.
 
 Development only, like the sandbox and the relay it starts: it is a command of ``harness``,
 installed for development and the tests only (config/settings.py, DEV_TOOLS). A
@@ -30,6 +31,16 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 # How long the children have to stop after SIGTERM: the cluster's in-flight tasks finish first
 # (each is bounded by its connector's timeout); an idle product stops in about a second.
 STOP_SECONDS = 15
+
+
+def console_url(host: str, port: int) -> str:
+    """Where people open the console that this command serves: the links in Handover's e-mail
+    (CONSOLE_URL). A wildcard address is opened on this machine."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def password_source(seeded: bool) -> str:
@@ -83,6 +94,10 @@ class Command(BaseCommand):
             # The demo's notification integration speaks e-mail to the local relay, when its
             # row is first made (NOTIFY_KIND in the environment or .env still wins).
             os.environ.setdefault("NOTIFY_KIND", "smtp")
+        # The links in every message (operators' notices) open the console this serves, on
+        # this port, whatever .env says: the workers render them, so they inherit it.
+        console = console_url(host, port)
+        os.environ["CONSOLE_URL"] = settings.CONSOLE_URL = console
         call_command("migrate", interactive=False, verbosity=0)
         from django.contrib.auth import get_user_model
 
@@ -140,7 +155,8 @@ class Command(BaseCommand):
             if "mail" in children:
                 self.stdout.write(
                     f"E-mail goes to the local relay on {settings.EMAIL_HOST}:"
-                    f"{settings.EMAIL_PORT}; every message is kept in var/mail/."
+                    f"{settings.EMAIL_PORT}; every message is kept in var/mail/. Its links "
+                    f"open {console}/ (CONSOLE_URL)."
                 )
             self.stdout.write(
                 f"Demo logins: coordinator, reviewer, admin ({password_source(seeded)}). "
