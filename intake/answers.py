@@ -359,6 +359,30 @@ def set_aside(answer_id, *, actor, reason) -> ResidentAnswer:
     return answer
 
 
+def assign_answer(answer_id, *, actor, reason, owner) -> ResidentAnswer:
+    """Name the person who owns a waiting answer (the escalation task's hand-over)."""
+    reason = require_reason(reason, actor=actor)
+    with transaction.atomic():
+        answer = ResidentAnswer.objects.select_for_update().get(pk=answer_id)
+        if not answer.waiting:
+            raise ActionRefused("This answer is no longer waiting.")
+        previous = answer.owner
+        answer.owner = owner
+        answer.save(update_fields=["owner"])
+        signals.answer_waiting.send(
+            sender=ResidentAnswer,
+            answer=answer,
+            action="intake.answer.assigned",
+            actor=actor,
+            reason=reason,
+            evidence={
+                "from": previous.get_username() if previous else None,
+                "to": owner.get_username() if owner else None,
+            },
+        )
+    return answer
+
+
 def request_new_link(enquiry: Enquiry, *, link: str) -> None:
     """The resident of an expired link asked for a new one: the layers above send it to the
     address on file (never shown here)."""

@@ -166,6 +166,8 @@ def _overdue(now) -> list[OperatorNotice]:
             link = reverse("recovery:operation", args=[key])
         elif kind == queue.KIND_ENQUIRY:
             link = reverse("recovery:enquiry", args=[key])
+        elif kind == queue.KIND_ANSWER:
+            link = reverse("recovery:answer", args=[key])
         else:
             link = reverse("recovery:integrations")
         due = timefmt.local(row["q_due"]) if row["q_due"] else "its due time"
