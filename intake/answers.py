@@ -168,7 +168,7 @@ def _added_text(text: str, names: list[str], channel: str, now: datetime) -> str
     return "\n".join(lines)
 
 
-def _attach(enquiry: Enquiry, answer: ResidentAnswer, names: list[str], *, actor, reason):
+def add_to_enquiry(enquiry: Enquiry, answer: ResidentAnswer, names: list[str], *, actor, reason):
     """Revision N+1 by the resident, under the enquiry's lock; needs_information goes back to
     ready_for_review. Journalled on the enquiry (the revision and, where it moves, the
     transition), with names and counts, never the resident's words."""
@@ -286,7 +286,7 @@ def receive_answer(
                 actor=actor,
             )
         elif enquiry.state in ANSWERABLE:
-            _attach(
+            add_to_enquiry(
                 enquiry,
                 answer,
                 names,
@@ -332,7 +332,7 @@ def attach_answer(answer_id, *, reference: str, actor, reason) -> ResidentAnswer
                 "change it."
             )
         names = list(answer.files.values_list("name", flat=True))
-        _attach(enquiry, answer, names, actor=actor, reason=reason)
+        add_to_enquiry(enquiry, answer, names, actor=actor, reason=reason)
     return answer
 
 

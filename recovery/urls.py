@@ -24,6 +24,11 @@ urlpatterns = [
     path("console/review/", queue.review_list, name="review"),
     path("console/review/<str:reference>/", items.review_detail, name="review-item"),
     path(
+        "console/review/<str:reference>/attach-as-reply/",
+        items.attach_as_reply,
+        name="review-attach-as-reply",
+    ),
+    path(
         "console/review/<str:reference>/documents/<int:pk>/correct/",
         documents.correct,
         name="document-correct",

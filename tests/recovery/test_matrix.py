@@ -32,6 +32,9 @@ MATRIX = {
     "queue-moved": {"GET": ALL, "POST": GET_ONLY},
     "review": {"GET": REVIEWERS, "POST": GET_ONLY},
     "review-item": {"GET": REVIEWERS, "POST": GET_ONLY},
+    # Attach a new enquiry as a reply to the open one it quotes: no reason, the review page
+    # again (422), nothing changed.
+    "review-attach-as-reply": {"GET": POST_ONLY, "POST": REVIEW},
     "enquiries": {"GET": ALL, "POST": GET_ONLY},
     "enquiry": {"GET": ALL, "POST": GET_ONLY},
     "operation": {
@@ -184,6 +187,7 @@ def urls(story, people):
         "answer-file": [reply.pk, reply.files.get().pk],
         "enquiry": [enquiry.reference],
         "review-item": [enquiry.reference],
+        "review-attach-as-reply": [enquiry.reference],
         "operation": [op.pk],
         "backlog": ["crm"],
         "integration-settings": ["crm"],
