@@ -109,6 +109,12 @@ def file_type(data: bytes) -> str | None:
     return None
 
 
+def size_in_words(size: int) -> str:
+    if size >= 1024 * 1024 and size % (1024 * 1024) == 0:
+        return f"{size // (1024 * 1024)} MB"
+    return f"{size // 1024:,} KB"
+
+
 def check_uploads(uploads: list[Upload]) -> list[tuple[str, str, bytes]]:
     """(name, content type, bytes) of each upload, or AnswerRefused naming the first problem."""
     most, largest = settings.RESIDENT_UPLOAD_MAX_FILES, settings.RESIDENT_UPLOAD_MAX_BYTES
@@ -120,7 +126,7 @@ def check_uploads(uploads: list[Upload]) -> list[tuple[str, str, bytes]]:
         if len(upload.data) > largest:
             raise AnswerRefused(
                 "files",
-                f"{name} is larger than {largest // 1024:,} KB: please send a smaller copy.",
+                f"{name} is larger than {size_in_words(largest)}: please send a smaller copy.",
             )
         if not upload.data:
             raise AnswerRefused("files", f"{name} is empty.")

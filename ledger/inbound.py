@@ -160,7 +160,7 @@ def _uploads(message) -> tuple[list[answers.Upload], list[str]]:
         if len(kept) >= most:
             left.append(f"{name} (more than {most} documents)")
         elif len(data) > largest or not data:
-            left.append(f"{name} (empty or larger than {largest // 1024:,} KB)")
+            left.append(f"{name} (empty or larger than {answers.size_in_words(largest)})")
         elif answers.file_type(data) is None:
             left.append(f"{name} (not a {answers.KINDS_IN_WORDS} file)")
         else:

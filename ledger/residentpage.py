@@ -62,6 +62,12 @@ STATE_WORDS = {
 # them apart from the reviewer's journal reason. Never the reason itself ("request": what a
 # reviewer wrote for the journal).
 RESIDENT_WORDS_KEYS = ("message_to_resident", "resident_message")
+# How each answer came, in the resident's words.
+HOW = {
+    AnswerChannel.PAGE: "this page",
+    AnswerChannel.EMAIL: "a reply by e-mail",
+    AnswerChannel.INTAKE: "a new message we joined to this enquiry",
+}
 NEW_LINKS_PER_DAY = 3
 NEW_LINKS_PER_CLIENT_PER_HOUR = 10
 
@@ -102,13 +108,11 @@ def _context(link, **extra):
         "asked": asked_of_them(enquiry) if enquiry.state == EnquiryState.NEEDS_INFORMATION else "",
         "can_answer": enquiry.state in answers.ANSWERABLE,
         "expires_at": link.expires_at,
-        "sent": [
-            {"at": row["received_at"], "how": AnswerChannel(row["channel"]).label} for row in sent
-        ],
+        "sent": [{"at": row["received_at"], "how": HOW[row["channel"]]} for row in sent],
         "max_files": settings.RESIDENT_UPLOAD_MAX_FILES,
-        "max_kb": settings.RESIDENT_UPLOAD_MAX_BYTES // 1024,
+        "max_size": answers.size_in_words(settings.RESIDENT_UPLOAD_MAX_BYTES),
         "kinds": answers.KINDS_IN_WORDS,
-        "text_max": answers.TEXT_MAX,
+        "text_max": f"{answers.TEXT_MAX:,}",
         **extra,
     }
 
@@ -156,9 +160,10 @@ def _answer(request, token, link):
     if enquiry.state not in answers.ANSWERABLE:
         return render(request, "resident/page.html", _context(link), status=409)
     if _limit_body(request):
+        size = answers.size_in_words(settings.RESIDENT_UPLOAD_MAX_BYTES)
         error = (
             f"What you sent is too large: at most {settings.RESIDENT_UPLOAD_MAX_FILES} documents "
-            f"of {settings.RESIDENT_UPLOAD_MAX_BYTES // 1024:,} KB each."
+            f"of {size} each."
         )
         return render(
             request, "resident/page.html", _context(link, errors={"files": error}), status=413
