@@ -30,7 +30,6 @@ from intake.residentmodels import (
     AnswerState,
     ResidentAnswer,
     ResidentFile,
-    Throttle,
 )
 from intake.revisions import add_revision
 from intake.workflow import RESIDENT, ActionRefused, require_reason
@@ -146,6 +145,11 @@ _THROTTLE_SQL = (
 )
 
 
+# Counters of windows that ended more than a day ago are forgotten: deleted when a key opens
+# a new window, so the table holds about a day of keys whatever the traffic.
+_FORGET_SQL = "DELETE FROM intake_throttle WHERE window_start < %s"
+
+
 def throttle(key: str, *, limit: int, seconds: int = 3600, now: datetime | None = None) -> bool:
     """Count one use of ``key`` in the current window; False once it has been used more than
     ``limit`` times in it. One statement, so concurrent uses are counted exactly."""
@@ -154,11 +158,9 @@ def throttle(key: str, *, limit: int, seconds: int = 3600, now: datetime | None 
     with connection.cursor() as cursor:
         cursor.execute(_THROTTLE_SQL, [key[:200], start])
         (count,) = cursor.fetchone()
+        if count == 1:
+            cursor.execute(_FORGET_SQL, [now - timedelta(seconds=seconds) - timedelta(days=1)])
     return count <= limit
-
-
-def forget_throttles(before: datetime) -> int:
-    return Throttle.objects.filter(window_start__lt=before - timedelta(days=1)).delete()[0]
 
 
 # --- attaching ------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from intake import residentlink
 from intake.models import Enquiry, EnquiryState
@@ -199,3 +201,55 @@ def test_attachments_by_the_parsed_form_are_kept_within_the_limits(client, asked
     assert client.post(URL, signed(fields)).status_code == 200
     answer = ResidentAnswer.objects.get()
     assert list(answer.files.values_list("name", "content_type")) == [("scan.png", "image/png")]
+
+
+def test_our_messages_carry_the_signed_reply_address_that_threads_the_answer(asked):
+    op = Operation.objects.get(enquiry=asked, payload__template=notices.NEEDS_INFORMATION)
+    email = notices.build(op)
+    assert email.extra_headers["Reply-To"] == residentlink.reply_address(asked)
+    assert residentlink.enquiry_for_reply_address(email.extra_headers["Reply-To"]) == asked
+    # The page's link is in the message too.
+    assert (
+        "/r/" in email.body
+        and residentlink.read(email.body.split("/r/", 1)[1].split("/", 1)[0]).enquiry == asked
+    )
+
+
+def test_a_nul_in_a_signed_reply_is_kept_readable_never_refused(client, asked):
+    fields = parsed_post(recipient=residentlink.reply_address(asked))
+    fields["stripped-text"] = "number 14\x00 and the gate"
+    assert client.post(URL, signed(fields)).status_code == 200
+    answer = ResidentAnswer.objects.get()
+    assert answer.state == AnswerState.ATTACHED
+    assert answer.text == "number 14\ufffd and the gate"
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    values=st.dictionaries(
+        st.sampled_from(
+            [
+                "body-plain",
+                "stripped-text",
+                "subject",
+                "from",
+                "recipient",
+                "sender",
+                "message-headers",
+                "attachment-count",
+                "body-mime",
+                "In-Reply-To",
+            ]
+        ),
+        st.text(max_size=200),
+        max_size=6,
+    )
+)
+def test_hostile_signed_posts_never_answer_5xx_and_are_kept_once(client, values):
+    before = ResidentAnswer.objects.count()
+    post = signed({k: v.encode("utf-8", "replace").decode() for k, v in values.items()})
+    response = client.post(URL, post)
+    assert response.status_code < 500
+    assert ResidentAnswer.objects.count() == before + (1 if response.status_code == 200 else 0)
