@@ -331,6 +331,9 @@ def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, st
             ledger_services.slots_view(enquiry) if ledger_services.needs_visit(enquiry) else None
         )
         context["quoted"] = quoted.quoted_open_enquiry(enquiry)
+        context["resident_answers"] = enquiry.answers.prefetch_related("files").order_by(
+            "received_at"
+        )
         context["suggestion"] = next(
             (s for s in context["suggestions"] if s.revision == enquiry.current_revision),
             context["suggestions"][0] if context["suggestions"] else None,

@@ -104,6 +104,16 @@ def test_a_reply_cannot_be_attached_to_an_enquiry_already_passed_on(client_for, 
     assert enquiry.current_revision == 1
 
 
+def test_the_review_page_lists_the_residents_answers_and_their_documents(client_for, story):
+    enquiry = story.enquiry("needs_information")
+    answer = answers.receive_answer(
+        enquiry.pk, channel="page", text="here", uploads=[answers.Upload("plan.png", PNG)]
+    )
+    page = client_for("reviewer").get(f"/console/review/{enquiry.reference}/").content.decode()
+    assert "From the resident" in page
+    assert f"/console/replies/{answer.pk}/files/{answer.files.get().pk}/" in page
+
+
 def test_set_aside_leaves_the_queue_and_is_kept(client_for):
     answer = unmatched()
     client_for("reviewer").post(
