@@ -53,6 +53,7 @@ NOTICES = {
                 "reference": "HX-2026-000123",
                 "request": "Please tell us the address of the property and when we can visit.",
                 "answer_link": "https://handover.example.org/r/sample-link/",
+                "replies_read": True,
             },
         ),
         Notice(

@@ -165,6 +165,9 @@ def propose_information_request(enquiry, *, request, actor=LEDGER):
         reference=enquiry.reference,
         request=request,
         answer_link=residentlink.url_for(enquiry),
+        # "Reply to this message" is said only where a reply reaches Handover: a signed reply
+        # address given as Reply-To (RESIDENT_REPLY_DOMAIN, routed to /inbound/mailgun/).
+        replies_read=bool(residentlink.reply_address(enquiry)),
     )
     op, _ = propose(
         enquiry,

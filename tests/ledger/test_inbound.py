@@ -208,6 +208,7 @@ def test_our_messages_carry_the_signed_reply_address_that_threads_the_answer(ask
     email = notices.build(op)
     assert email.extra_headers["Reply-To"] == residentlink.reply_address(asked)
     assert residentlink.enquiry_for_reply_address(email.extra_headers["Reply-To"]) == asked
+    assert "reply to this message" in email.body and "not read" not in email.body
     # The page's link is in the message too.
     assert (
         "/r/" in email.body

@@ -47,6 +47,14 @@ def test_the_page_shows_the_state_in_the_residents_words_and_never_the_journal_r
     assert "resident@example.org" not in text
 
 
+def test_the_message_links_the_page_and_says_replies_are_not_read_without_a_reply_domain(asked):
+    op = Operation.objects.get(enquiry=asked, payload__template=notices.NEEDS_INFORMATION)
+    body = notices.build(op).body
+    token = body.split("/r/", 1)[1].split("/", 1)[0]
+    assert residentlink.read(token).enquiry == asked
+    assert "replies to it are not read" in body and "reply to this message" not in body
+
+
 def test_the_page_shows_the_words_written_for_the_resident_when_the_message_kept_them(
     client, asked
 ):
