@@ -95,3 +95,45 @@ def test_an_empty_and_a_broken_link_at_phone_width(page):
     assert "This link does not work" in page.inner_text("h1")
     assert page_width(page) <= 390
     shoot(page, "not-valid", 390)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_console_shows_a_waiting_reply_and_the_reply_offer(page, make_user, width):
+    from intake import answers
+    from tests.recovery.browser import login
+
+    reviewer = make_user("reviewer", username="rowan")
+    waiting = answers.receive_answer(
+        None,
+        channel="email",
+        text=f"{HOSTILE}\n{LONG_URL}",
+        uploads=[answers.Upload("x" * 180 + ".pdf", PDF)],
+        sender="someone+" + "a" * 60 + "@example.net",
+        subject=HOSTILE,
+    )
+    first = EnquiryFactory(state="needs_information", email="ana@example.org")
+    second = EnquiryFactory(
+        state="ready_for_review", email="ana@example.org", message=f"Re {first.reference}: 14."
+    )
+    page.set_viewport_size({"width": width, "height": 900})
+    login(page, reviewer.username)
+    page.goto(page.base + f"/console/replies/{waiting.pk}/")
+    assert "No enquiry matched" in page.inner_text("main")
+    assert page_width(page) <= width
+    shoot(page, "console-reply", width)
+    page.fill("#reference", first.reference)
+    page.fill("#attach-reason", "she names the street of " + first.reference)
+    page.click("form[action$='/attach/'] button[type=submit]")
+    page.wait_for_selector("text=Attached to")
+    first.refresh_from_db()
+    assert first.current_revision == 2
+
+    page.goto(page.base + f"/console/review/{second.reference}/")
+    assert f"This may be a reply to {first.reference}" in page.inner_text("#reply-offer")
+    shoot(page, "review-offer", width)
+    page.fill("#reply-reason", "same bin")
+    page.click(f"text=Attach to {first.reference}")
+    page.wait_for_url(f"**/console/review/{first.reference}/")
+    second.refresh_from_db()
+    assert second.state == EnquiryState.REJECTED
+    shoot(page, "review-after-attach", width)
