@@ -157,4 +157,6 @@ def row_actions(row: Row, user) -> list[str]:
         return permissions.enquiry_actions(row.obj, user)
     if row.kind == KIND_INTEGRATION:
         return permissions.integration_actions(row.obj, user)
+    if row.kind == KIND_ANSWER and user.has_perm("intake.review_enquiry"):
+        return ["attach", "set_aside"]
     return []

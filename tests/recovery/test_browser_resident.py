@@ -117,6 +117,11 @@ def test_the_console_shows_a_waiting_reply_and_the_reply_offer(page, make_user, 
     )
     page.set_viewport_size({"width": width, "height": 900})
     login(page, reviewer.username)
+    page.goto(page.base + "/console/?queue=waiting_reply")
+    row = page.locator(f"tr[data-key='{waiting.pk}']")
+    assert "no enquiry matched" in row.inner_text()
+    assert page_width(page) <= width
+    shoot(page, "console-queue", width)
     page.goto(page.base + f"/console/replies/{waiting.pk}/")
     assert "No enquiry matched" in page.inner_text("main")
     assert page_width(page) <= width
