@@ -43,7 +43,7 @@ def test_an_unmatched_reply_is_a_queue_row_with_its_queues_owner(people):
 
 def test_without_a_policy_an_unmatched_reply_falls_to_the_admins(client_for):
     answer = unmatched()
-    page = client_for("coordinator").get("/console/?queue=waiting_reply")
+    page = client_for("coordinator").get("/console/?state=waiting_reply")
     assert page.status_code == 200
     text = page.content.decode()
     assert f"/console/replies/{answer.pk}/" in text

@@ -117,7 +117,7 @@ def test_the_console_shows_a_waiting_reply_and_the_reply_offer(page, make_user, 
     )
     page.set_viewport_size({"width": width, "height": 900})
     login(page, reviewer.username)
-    page.goto(page.base + "/console/?queue=waiting_reply")
+    page.goto(page.base + "/console/?state=waiting_reply")
     row = page.locator(f"tr[data-key='{waiting.pk}']")
     assert "no enquiry matched" in row.inner_text()
     assert page_width(page) <= width
