@@ -251,3 +251,20 @@ def test_hostile_input_on_the_page_never_answers_5xx(client, asked, text, name, 
     assert response.status_code < 500
     response = client.get(f"/r/{quote_from_bytes(raw[:200])}x/")
     assert response.status_code < 500
+
+
+def test_the_retention_purge_redacts_the_residents_answers_and_deletes_their_documents(
+    client, asked
+):
+    from intake.retention import REDACTED, redact_enquiry
+
+    client.post(
+        page_of(asked),
+        {"text": "Flat 3, 14 Mill Lane", "files": [SimpleUploadedFile("id.pdf", PDF)]},
+    )
+    answer = ResidentAnswer.objects.get(enquiry=asked)
+    counts = redact_enquiry(Enquiry.objects.get(pk=asked.pk), now=timezone.now())
+    answer.refresh_from_db()
+    assert counts["answers"] == 1
+    assert answer.text == REDACTED and answer.files.count() == 0
+    assert ResidentFile.objects.count() == 0
