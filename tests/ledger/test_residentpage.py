@@ -268,3 +268,12 @@ def test_the_retention_purge_redacts_the_residents_answers_and_deletes_their_doc
     assert counts["answers"] == 1
     assert answer.text == REDACTED and answer.files.count() == 0
     assert ResidentFile.objects.count() == 0
+
+
+def test_a_form_larger_than_the_limits_allow_is_refused_before_it_is_read(client, asked, settings):
+    settings.RESIDENT_UPLOAD_MAX_FILES, settings.RESIDENT_UPLOAD_MAX_BYTES = 1, 1024
+    big = SimpleUploadedFile("scan.pdf", PDF + b"0" * 300 * 1024)
+    response = client.post(page_of(asked), {"text": "see scan", "files": [big]})
+    assert response.status_code == 413
+    assert "too large" in response.content.decode()
+    assert ResidentAnswer.objects.count() == 0
