@@ -250,6 +250,15 @@ OPENAI_TIMEOUT_SECONDS = env_float("OPENAI_TIMEOUT_SECONDS", 20.0, minimum=0.1)
 SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765")
 # Where people open the console: the drill's HTML file links each enquiry to its page here.
 CONSOLE_URL = env_str("CONSOLE_URL", "http://127.0.0.1:8000")
+# The resident's side (docs/residents.md): how long a link to their page works; the domain
+# of the signed reply address given as Reply-To ("" = none: replies are threaded by
+# Message-ID alone); what one answer may carry; how often one link, one address and one client
+# may send.
+RESIDENT_LINK_DAYS = env_int("RESIDENT_LINK_DAYS", 30, minimum=1)
+RESIDENT_REPLY_DOMAIN = env_str("RESIDENT_REPLY_DOMAIN", "")
+RESIDENT_UPLOAD_MAX_BYTES = env_int("RESIDENT_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
+RESIDENT_UPLOAD_MAX_FILES = env_int("RESIDENT_UPLOAD_MAX_FILES", 5, minimum=1)
+RESIDENT_ANSWERS_PER_HOUR = env_int("RESIDENT_ANSWERS_PER_HOUR", 10, minimum=1)
 INTEGRATIONS = {
     "crm": env_address("CRM_BASE_URL", SANDBOX_URL),
     "notify": env_address("NOTIFY_BASE_URL", SANDBOX_URL),

@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 
 from config import views
 from config.security import LoginForm
+from ledger import inbound, residentpage
 from ledger.webhooks import mailgun_tracking
 
 urlpatterns = [
@@ -22,5 +23,10 @@ urlpatterns = [
     path("intake/", include("intake.urls")),
     # A mail provider's delivery reports (ledger.webhooks): 404 until configured.
     path("delivery/mailgun/", mailgun_tracking, name="delivery-mailgun"),
+    # The resident's page (ledger.residentpage): a signed, expiring link, no login.
+    path("r/<str:token>/", residentpage.page, name="resident-page"),
+    path("r/<str:token>/new-link/", residentpage.new_link, name="resident-new-link"),
+    # Replies by e-mail: Mailgun's inbound route (ledger.inbound), 404 until configured.
+    path("inbound/mailgun/", inbound.mailgun_inbound, name="inbound-mailgun"),
     path("", include("recovery.urls")),
 ]

@@ -11,7 +11,8 @@ from django.db.models import F, Func, Value
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from intake.workflow import MODEL, SYSTEM
+from intake import residentmodels  # the resident's records: Django finds them through here
+from intake.workflow import MODEL, RESIDENT, SYSTEM
 
 # The keyword suggester tries each active category's keywords on every enquiry: bounded so that
 # a suggestion stays cheap whatever was typed or provisioned (300,000 keywords once took 11.6 s).
@@ -172,6 +173,8 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
         default=EnquiryState.RECEIVED, choices=EnquiryState.choices, protected=True, db_index=True
     )
     current_revision = models.PositiveIntegerField(default=1)
+    # Binds the resident's links to it (intake.residentlink): a new value revokes them all.
+    resident_secret = models.CharField(max_length=32, default=residentmodels.new_resident_secret)
     approved_revision = models.PositiveIntegerField(null=True, blank=True)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -252,9 +255,8 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
     def revision(self):
         return self.revisions.get(number=self.current_revision)
 
-    # --- transitions ----------------------------------------------------------------------
-    # People need `permission`; workers and models need their prefix in custom["actors"].
-    # Bodies check what the state alone cannot (who edited); they run before the state moves.
+    # --- transitions: people need `permission`; workers, models and residents their prefix in
+    # custom["actors"]. Bodies check what the state cannot (who edited), before it moves.
 
     @transition(
         state,
@@ -288,7 +290,7 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
         source=EnquiryState.NEEDS_INFORMATION,
         target=EnquiryState.READY_FOR_REVIEW,
         permission="intake.review_enquiry",
-        custom={"actors": (SYSTEM,)},
+        custom={"actors": (SYSTEM, RESIDENT)},
     )
     def information_received(self, *, actor, reason="", evidence=None):
         pass

@@ -1,8 +1,9 @@
 """Retention of personal data: what is redacted on a closed enquiry, and what is kept.
 
 Redacted: contact details, subject and message text (the enquiry, every revision, the stored
-event body), document content (extracted and corrected), and any copy of those values in
-free text (a suggestion's explanation, a reviewer's note). Kept: references, hashes
+event body), document content (extracted and corrected), the resident's answers (their text,
+address and subject; their uploaded documents deleted), and any copy of those values in free
+text (a suggestion's explanation, a reviewer's note). Kept: references, hashes
 (``IntakeEvent.body_sha256``, ``Operation.payload_hash``), states, categories, a suggestion's
 label and validation, timestamps and the journal, so an investigation can still follow what
 was authorised and done.
@@ -16,6 +17,7 @@ from datetime import timedelta
 from django.db.models import QuerySet
 
 from intake.models import Enquiry, EnquiryState
+from intake.residentmodels import ResidentFile
 
 REDACTED = "[redacted]"
 CLOSED_STATES = (EnquiryState.CONFIRMED, EnquiryState.REJECTED)
@@ -134,4 +136,14 @@ def redact_enquiry(enquiry, *, now, values=None) -> dict:
             suggestion.explanation, suggestion.raw_output = explanation, raw_output
             suggestion.save(update_fields=["explanation", "raw_output"])
             counts["suggestions"] += 1
+
+    counts["answers"] = redact_answers(enquiry)
     return counts
+
+
+def redact_answers(enquiry) -> int:
+    """The resident's answers to ``enquiry``: their words, address and subject blanked, their
+    uploaded documents deleted (all content). How and when each came stays."""
+    answers = enquiry.answers.exclude(text="", sender="", subject="")
+    ResidentFile.objects.filter(answer__enquiry=enquiry).delete()
+    return answers.update(text=REDACTED, sender="", subject="")

@@ -22,3 +22,11 @@ event_redelivered = Signal()
 # delivery refused); the ledger writes it to the journal. kwargs: enquiry, action (dotted code,
 # "intake.enquiry.assigned"), actor, reason, evidence (dict).
 enquiry_action = Signal()
+
+# A resident's answer could not be attached (no enquiry matched, or its enquiry can no longer
+# change): the ledger journals it on the answer. kwargs: answer, action, actor, reason, evidence.
+answer_waiting = Signal()
+
+# A resident whose link expired asked for a new one: the ledger proposes the message to the
+# address on file, as its own operation. kwargs: enquiry, link (the new URL), actor.
+resident_link_requested = Signal()

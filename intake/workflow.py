@@ -19,6 +19,9 @@ from intake.visible import has_visible_text
 
 SYSTEM = "system"
 MODEL = "model"
+# A resident answering on their own enquiry: "resident:page" or "resident:email"
+# (intake.answers); the resident is not a user, the signed link or address stands for them.
+RESIDENT = "resident"
 REASON_REQUIRED = _("Give a reason: it is written to the journal.")
 
 

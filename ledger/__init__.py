@@ -15,7 +15,8 @@ table and fails on an upward import or an import circle):
 4. ``proposals``: the work the ledger proposes itself.
 5. the engine: ``effects``, ``execution``, ``delivery``.
 6. the services and the entry points: ``services``, ``receipt``, ``sweeper``, ``purge``,
-   ``tasks``, ``webhooks``, ``receivers``, ``admin``, ``apps``, ``management``.
+   ``tasks``, ``webhooks``, ``inbound`` (replies by e-mail), ``residentpage`` (the resident's
+   page), ``receivers``, ``admin``, ``apps``, ``management``.
 
 The journal stays in the ledger, not in an app of its own. Its rows name intake's records
 (an enquiry, a revision) and intake's actors, so a journal app would sit above intake and intake

@@ -15,8 +15,11 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
+from intake import residentlink
+
 ACKNOWLEDGEMENT = "enquiry_received"
 NEEDS_INFORMATION = "needs_information"
+RESIDENT_LINK = "resident_link"
 OPERATOR_DIGEST = "operator_digest"
 
 
@@ -49,6 +52,20 @@ NOTICES = {
             {
                 "reference": "HX-2026-000123",
                 "request": "Please tell us the address of the property and when we can visit.",
+                "answer_link": "https://handover.example.org/r/sample-link/",
+                "replies_read": True,
+            },
+        ),
+        Notice(
+            RESIDENT_LINK,
+            "A new link to your enquiry {reference}",
+            "the resident or customer who sent the enquiry, at the address on file",
+            "when they open an expired link to their enquiry's page and ask for a new one "
+            "(a few times a day at most).",
+            {
+                "reference": "HX-2026-000123",
+                "answer_link": "https://handover.example.org/r/sample-link/",
+                "days": 30,
             },
         ),
         Notice(
@@ -142,6 +159,11 @@ def build(operation, *, from_email=None) -> EmailMultiAlternatives:
     }
     if payload.get("reference"):
         headers["X-Handover-Reference"] = str(payload["reference"])
+    enquiry = operation.enquiry if getattr(operation, "enquiry_id", None) else None
+    reply_to = residentlink.reply_address(enquiry) if enquiry is not None else None
+    if reply_to:
+        # A reply carries its enquiry's signed address (ledger.inbound reads it back).
+        headers["Reply-To"] = reply_to
     email = EmailMultiAlternatives(
         subject=subject_line,
         body=text,

@@ -8,6 +8,7 @@ import hashlib
 
 from django.utils import timezone
 
+from intake import residentlink
 from intake.models import Document
 from intake.workflow import system_actor
 from ledger import journal, notices
@@ -158,7 +159,16 @@ def propose_information_request(enquiry, *, request, actor=LEDGER):
     earlier = Operation.objects.filter(
         enquiry=enquiry, action=Action.SEND_NOTICE, payload__template=template
     ).count()
-    payload = notice_payload(template, enquiry.email, reference=enquiry.reference, request=request)
+    payload = notice_payload(
+        template,
+        enquiry.email,
+        reference=enquiry.reference,
+        request=request,
+        answer_link=residentlink.url_for(enquiry),
+        # "Reply to this message" is said only where a reply reaches Handover: a signed reply
+        # address given as Reply-To (RESIDENT_REPLY_DOMAIN, routed to /inbound/mailgun/).
+        replies_read=bool(residentlink.reply_address(enquiry)),
+    )
     op, _ = propose(
         enquiry,
         Action.SEND_NOTICE,
@@ -168,6 +178,36 @@ def propose_information_request(enquiry, *, request, actor=LEDGER):
         detail=f"{template}-{earlier + 1}",
         approve=True,
         reason="tell the customer what information is needed",
+    )
+    return op
+
+
+def propose_new_link(enquiry, *, link, actor=LEDGER):
+    """A resident whose link expired asked for a new one: the message to the address on file,
+    its own notify.send operation (one per request, numbered). Inside the caller's
+    transaction, with the enquiry locked. None when there is no address on file."""
+    if not enquiry.email:
+        return None
+    template = notices.RESIDENT_LINK
+    earlier = Operation.objects.filter(
+        enquiry=enquiry, action=Action.SEND_NOTICE, payload__template=template
+    ).count()
+    payload = notice_payload(
+        template,
+        enquiry.email,
+        reference=enquiry.reference,
+        answer_link=link,
+        days=residentlink.link_days(),
+    )
+    op, _ = propose(
+        enquiry,
+        Action.SEND_NOTICE,
+        payload,
+        revision=enquiry.current_revision,
+        actor=actor,
+        detail=f"{template}-{earlier + 1}",
+        approve=True,
+        reason="the resident asked for a new link to their enquiry's page",
     )
     return op
 

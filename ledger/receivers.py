@@ -45,6 +45,21 @@ def enquiry_action(sender, enquiry, action, actor, reason="", evidence=None, **k
     journal.record(enquiry, action, actor=actor, reason=reason, evidence=evidence or {})
 
 
+@receiver(signals.answer_waiting, dispatch_uid="ledger.answer_waiting")
+def answer_waiting(sender, answer, action, actor, reason="", evidence=None, **kwargs):
+    from ledger import journal
+
+    journal.record(answer, action, actor=actor, reason=reason, evidence=evidence or {})
+
+
+@receiver(signals.resident_link_requested, dispatch_uid="ledger.resident_link_requested")
+def resident_link_requested(sender, enquiry, link, actor, **kwargs):
+    from ledger.proposals import propose_new_link
+
+    # Proposed by the ledger (the resident's request is journalled on the enquiry by intake).
+    propose_new_link(enquiry, link=link)
+
+
 @receiver(post_transition, sender=Enquiry, dispatch_uid="ledger.information_requested")
 def information_requested(sender, instance, name, method_kwargs, **kwargs):
     """A reviewer asked the customer for more: the message saying what is needed is proposed in

@@ -18,6 +18,9 @@ class Queue(models.TextChoices):
     PAUSED = "paused_backlog", "Paused integration backlog"
     REVIEW = "ready_for_review", "Ready for review"
     RECEIPT_FAILING = "receipt_failing", "Receipt work failing"
+    # A resident's reply nobody could match to an enquiry, or whose enquiry can no longer
+    # change (intake.answers): a person attaches it or sets it aside.
+    WAITING_REPLY = "waiting_reply", "Resident reply waiting"
 
 
 class ResponsePolicy(models.Model):

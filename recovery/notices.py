@@ -183,6 +183,8 @@ def _overdue(now) -> list[OperatorNotice]:
             name = ops[key].reference if key in ops else "an operation"
         elif kind == queue.KIND_ENQUIRY:
             link = reverse("recovery:enquiry", args=[key])
+        elif kind == queue.KIND_ANSWER:
+            link = reverse("recovery:answer", args=[key])
         else:
             link = reverse("recovery:integrations")
         due = timefmt.local(row["q_due"]) if row["q_due"] else "its due time"

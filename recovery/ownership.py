@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.db.models import Case, F, Q, Value, When
 
 from intake.models import EnquiryState
+from intake.residentmodels import ResidentAnswer
 from ledger.models import Action, OperationState
 from ledger.receipt import FAILURES_FOR_A_PERSON
 from recovery import messages
@@ -163,6 +164,11 @@ def item_owner(subject, journal=()) -> Owner:
             return Owner(subject.owner if subject.owner_id else None, "", queued=False)
         policy = policy_for(queue, subject.integration_id)
         return effective_owner(subject.owner, policy, journal, queue=queue)
+    if isinstance(subject, ResidentAnswer):
+        if not subject.waiting:
+            return Owner(subject.owner if subject.owner_id else None, "", queued=False)
+        queue = Queue.WAITING_REPLY
+        return effective_owner(subject.owner, policy_for(queue), journal, queue=queue)
     queue = enquiry_queue(subject)
     if queue is None:
         return Owner(subject.owner if subject.owner_id else None, "", queued=False)

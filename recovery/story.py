@@ -30,6 +30,9 @@ ENQUIRY_STEPS = {
     "intake.enquiry.withdraw": ("Closed without delivery", "bad"),
     "intake.enquiry.assigned": ("Owner set", ""),
     "intake.enquiry.redacted": ("Personal details redacted", ""),
+    "intake.enquiry.resident_answered": ("The resident answered: a new revision", ""),
+    "intake.enquiry.attached_as_reply": ("Attached to another enquiry as a reply", ""),
+    "intake.enquiry.new_link_requested": ("The resident asked for a new link", ""),
 }
 # A person's action on an operation, in the words of the button they pressed.
 OPERATION_ACTIONS = {

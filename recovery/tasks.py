@@ -8,8 +8,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from config.context import background_run
+from intake import answers
 from intake import services as intake_services
 from intake.models import Enquiry
+from intake.residentmodels import ResidentAnswer
 from ledger import journal
 from ledger import services as ledger_services
 from ledger.models import Integration, Operation
@@ -25,6 +27,10 @@ def _subject(row):
         return "ledger.operation", Operation.objects.select_related("owner").get(pk=row["q_key"])
     if row["q_kind"] == queue.KIND_ENQUIRY:
         return "intake.enquiry", Enquiry.objects.select_related("owner").get(reference=row["q_key"])
+    if row["q_kind"] == queue.KIND_ANSWER:
+        return "intake.residentanswer", ResidentAnswer.objects.select_related("owner").get(
+            pk=row["q_key"]
+        )
     return "ledger.integration", Integration.objects.select_related("owner").get(name=row["q_key"])
 
 
@@ -68,6 +74,8 @@ def escalate_overdue(now=None) -> int:
                         intake_services.assign_enquiry(
                             subject.pk, actor=ACTOR, reason=reason, owner=backup
                         )
+                    elif subject_type == "intake.residentanswer":
+                        answers.assign_answer(subject.pk, actor=ACTOR, reason=reason, owner=backup)
                 journal.record(
                     subject,
                     "recovery.escalated",

@@ -3,6 +3,7 @@ from django.urls import path
 from recovery.operator_actions import ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views import (
     actions,
+    answers,
     bulk,
     dashboard,
     documents,
@@ -22,6 +23,11 @@ urlpatterns = [
     path("console/queue-moved/", queue.queue_moved, name="queue-moved"),
     path("console/review/", queue.review_list, name="review"),
     path("console/review/<str:reference>/", items.review_detail, name="review-item"),
+    path(
+        "console/review/<str:reference>/attach-as-reply/",
+        items.attach_as_reply,
+        name="review-attach-as-reply",
+    ),
     path(
         "console/review/<str:reference>/documents/<int:pk>/correct/",
         documents.correct,
@@ -57,6 +63,10 @@ urlpatterns = [
     path("console/bulk/<str:token>/", bulk.bulk_results, name="bulk-results"),
     path("console/operations/<uuid:op_id>/take/", bulk.take_operation, name="op-take"),
     path("console/enquiries/<str:reference>/take/", bulk.take_enquiry, name="enquiry-take"),
+    path("console/replies/<uuid:pk>/", answers.answer_detail, name="answer"),
+    path("console/replies/<uuid:pk>/attach/", answers.answer_attach, name="answer-attach"),
+    path("console/replies/<uuid:pk>/set-aside/", answers.answer_set_aside, name="answer-set-aside"),
+    path("console/replies/<uuid:pk>/files/<int:file_id>/", answers.answer_file, name="answer-file"),
     path("console/dashboard/", dashboard.dashboard, name="dashboard"),
     path("console/drill/", dashboard.drill, name="drill"),
     path("console/runbooks/", dashboard.runbook_index, name="runbooks"),

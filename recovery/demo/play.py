@@ -347,6 +347,23 @@ def finish(played):
             )
 
 
+def seed_waiting_reply(now):
+    """A resident's e-mail that answers no message of ours (no Message-ID, no signed reply
+    address): the queue's "Resident reply waiting" row, which a reviewer attaches or sets
+    aside."""
+    from intake import answers
+
+    with at(now - timedelta(hours=3)):
+        answers.receive_answer(
+            None,
+            channel="email",
+            text="Hello, I wrote last week about the bins on Mill Lane and have heard nothing "
+            "back. Could someone tell me what is happening?\n\nAna Lopes",
+            sender="ana.lopes@example.org",
+            subject="bins on Mill Lane",
+        )
+
+
 def seed_work(now=None, *, make_records=None):
     """Play every story, each dated back from ``now`` (default: the real time).
 
@@ -373,6 +390,7 @@ def seed_work(now=None, *, make_records=None):
         )
         played.append((story, player.play()))
     finish(played)
+    seed_waiting_reply(now)
     # What was overdue before the console opens is escalated now, in the journal, as the
     # schedule would have done by then: the morning starts as the stories say, and the first
     # run of the schedule after `make run` starts finds nothing to move.

@@ -34,6 +34,7 @@ POLICIES = [
     (Queue.NEEDS_INFORMATION, None, "reviewer", "admin", 2 * D, D),
     (Queue.UNRESOLVED, None, "reviewer", "admin", 4 * H, D),
     (Queue.REVIEW, None, "reviewer", "admin", D, D),
+    (Queue.WAITING_REPLY, None, "reviewer", "admin", D, D),
     (Queue.PAUSED, None, "admin", "coordinator", H, 4 * H),
     ("", None, "admin", "coordinator", D, D),
 ]

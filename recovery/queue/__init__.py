@@ -14,9 +14,17 @@ from recovery.queue.failures import failure_groups
 from recovery.queue.filters import SORTS, Filters, GroupKey
 from recovery.queue.paging import PAGE_SIZE, page
 from recovery.queue.rows import held_count
-from recovery.queue.sources import KIND_ENQUIRY, KIND_INTEGRATION, KIND_OPERATION, all_rows, whole
+from recovery.queue.sources import (
+    KIND_ANSWER,
+    KIND_ENQUIRY,
+    KIND_INTEGRATION,
+    KIND_OPERATION,
+    all_rows,
+    whole,
+)
 
 __all__ = [
+    "KIND_ANSWER",
     "KIND_ENQUIRY",
     "KIND_INTEGRATION",
     "KIND_OPERATION",

@@ -13,14 +13,16 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 
 from intake.models import Enquiry
+from intake.residentmodels import ResidentAnswer
 from ledger.models import Attempt, Integration, Operation
 from recovery import messages, ownership
-from recovery.queue.sources import KIND_ENQUIRY, KIND_INTEGRATION, KIND_OPERATION
+from recovery.queue.sources import KIND_ANSWER, KIND_ENQUIRY, KIND_INTEGRATION, KIND_OPERATION
 
 _SUBJECT_TYPES = {
     KIND_OPERATION: "ledger.operation",
     KIND_ENQUIRY: "intake.enquiry",
     KIND_INTEGRATION: "ledger.integration",
+    KIND_ANSWER: "intake.residentanswer",
 }
 
 
@@ -51,6 +53,8 @@ class Row:
             return reverse("recovery:operation", args=[self.obj.pk])
         if self.kind == KIND_ENQUIRY:
             return reverse("recovery:enquiry", args=[self.obj.reference])
+        if self.kind == KIND_ANSWER:
+            return reverse("recovery:answer", args=[self.obj.pk])
         return reverse("recovery:backlog", args=[self.obj.name])
 
 
@@ -88,7 +92,7 @@ def attach(rows: list[Row], *, user=None):
     """Fetch the page's objects and owners: at most one query per kind, none per row."""
     keys = {
         kind: [r.key for r in rows if r.kind == kind]
-        for kind in (KIND_OPERATION, KIND_ENQUIRY, KIND_INTEGRATION)
+        for kind in (KIND_OPERATION, KIND_ENQUIRY, KIND_INTEGRATION, KIND_ANSWER)
     }
     objects = {}
     if keys[KIND_OPERATION]:
@@ -108,6 +112,9 @@ def attach(rows: list[Row], *, user=None):
             held=held_count()
         )
         objects.update({(KIND_INTEGRATION, i.name): i for i in integrations})
+    if keys[KIND_ANSWER]:
+        waiting = ResidentAnswer.objects.filter(pk__in=keys[KIND_ANSWER]).select_related("enquiry")
+        objects.update({(KIND_ANSWER, str(a.pk)): a for a in waiting})
     owner_ids = {r.owner_id for r in rows if r.owner_id}
     owners = get_user_model().objects.in_bulk(owner_ids) if owner_ids else {}
     given = ownership.latest_handovers(
@@ -150,4 +157,6 @@ def row_actions(row: Row, user) -> list[str]:
         return permissions.enquiry_actions(row.obj, user)
     if row.kind == KIND_INTEGRATION:
         return permissions.integration_actions(row.obj, user)
+    if row.kind == KIND_ANSWER and user.has_perm("intake.review_enquiry"):
+        return ["attach", "set_aside"]
     return []

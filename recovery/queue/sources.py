@@ -1,9 +1,9 @@
 """What is in the queue, with which columns, state and due time: the one description of it.
 
-Four sources of work: operations unknown or failed; enquiries that need information, or whose
+Five sources of work: operations unknown or failed; enquiries that need information, or whose
 submission is unknown with no open operation of their own, or whose receipt work keeps
-failing; enquiries waiting for review with no category (the suggester was unsure); paused
-integrations. Each is read in branches that
+failing; enquiries waiting for review with no category (the suggester was unsure); residents'
+replies nobody could attach (intake.answers); paused integrations. Each is read in branches that
 share one response policy (operations per state and integration, enquiries per queue, each
 paused integration alone), and every branch is one short SELECT of identically shaped rows
 (kind, key, queue, since, owner, integration, customer-affecting, due, overdue, last attempt).
@@ -31,6 +31,7 @@ from django.db import connection
 from django.utils import timezone
 
 from intake.models import EnquiryState
+from intake.residentmodels import AnswerState
 from ledger.models import Integration, OperationState
 from ledger.policies import POLICIES
 from ledger.receipt import FAILURES_FOR_A_PERSON
@@ -40,6 +41,7 @@ from recovery.queue.policies import Policies
 from recovery.words import CUSTOMER_AFFECTING_ACTIONS
 
 KIND_OPERATION, KIND_ENQUIRY, KIND_INTEGRATION = "operation", "enquiry", "integration"
+KIND_ANSWER = "answer"
 # Which customer-affecting flags each integration's actions carry (ledger.policies is the
 # registry of actions): one flag means the integration's rows are one branch, both mean two.
 CUSTOMER_FLAGS: dict[str | None, set[bool]] = {}
@@ -301,6 +303,22 @@ def branches(
                 queue=queue, where=where, params=params, customer=customer, late=late, **enquiry
             )
         )
+    # A resident's reply waiting for a person (intake.answers), through intake's partial index
+    # answer_waiting (state, state_changed_at).
+    found.append(
+        _branch(
+            kind=KIND_ANSWER,
+            key="id",
+            queue=Queue.WAITING_REPLY,
+            table="intake_residentanswer",
+            where="state IN (%s, %s)",
+            params=[AnswerState.UNMATCHED, AnswerState.NOT_ATTACHED],
+            integration_id=None,
+            integration_name=None,
+            customer=1,
+            **common,
+        )
+    )
     for integration_id, name in integrations:
         # A handful of rows, each under its own policy: one primary-key read each.
         found.append(

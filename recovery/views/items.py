@@ -6,9 +6,10 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 import ledger.messages
+from intake import quoted
 from intake.models import Category, IntakeEvent
 from intake.services import customer_matches
 from ledger import policies
@@ -19,6 +20,7 @@ from recovery import explain, ownership, permissions, story
 from recovery.forms import EditForm, people
 from recovery.operator_actions import ACTIONS
 from recovery.views.common import (
+    REFUSALS,
     console_view,
     get_enquiry_for_user,
     get_operation_for_user,
@@ -337,6 +339,10 @@ def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, st
         context["slots"] = (
             ledger_services.slots_view(enquiry) if ledger_services.needs_visit(enquiry) else None
         )
+        context["quoted"] = quoted.quoted_open_enquiry(enquiry)
+        context["resident_answers"] = enquiry.answers.prefetch_related("files").order_by(
+            "received_at"
+        )
         context["suggestion"] = next(
             (s for s in context["suggestions"] if s.revision == enquiry.current_revision),
             context["suggestions"][0] if context["suggestions"] else None,
@@ -415,3 +421,26 @@ def review_detail(request, reference):
     require(request.user, "intake.review_enquiry", "review enquiries")
     enquiry = get_enquiry_for_user(request.user, reference)
     return render_item(request, enquiry, page="review")
+
+
+@require_POST
+@console_view
+def attach_as_reply(request, reference):
+    """One click, with a reason: this new enquiry is a reply to the open one it quotes."""
+    require(request.user, "intake.review_enquiry", "review enquiries")
+    enquiry = get_enquiry_for_user(request.user, reference)
+    try:
+        target = quoted.attach_as_reply(
+            enquiry.pk,
+            target_reference=request.POST.get("target", ""),
+            actor=request.user,
+            reason=request.POST.get("reason"),
+        )
+    except REFUSALS as exc:
+        # The review page again (422), the offer still open, nothing changed.
+        messages.error(request, f"Not attached: {exc}")
+        return render_item(request, enquiry, page="review", status=422)
+    messages.success(
+        request, f"{reference} is attached to {target.reference} as a reply and closed."
+    )
+    return redirect("recovery:review-item", reference=target.reference)

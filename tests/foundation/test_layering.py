@@ -161,6 +161,8 @@ LEDGER_LAYERS = [
             "ledger.purge",
             "ledger.tasks",
             "ledger.webhooks",
+            "ledger.inbound",
+            "ledger.residentpage",
             "ledger.receivers",
             "ledger.admin",
             "ledger.apps",

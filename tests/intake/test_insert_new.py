@@ -14,7 +14,8 @@ from tests import wire
 pytestmark = pytest.mark.django_db
 
 # Columns that differ between two rows by construction: their keys, the save and transition times.
-OWN = {"id", "reference", "enquiry_id", "updated_at", "state_changed_at"}
+# Each row's own values: its identity and its random resident_secret (intake.residentlink).
+OWN = {"id", "reference", "enquiry_id", "updated_at", "state_changed_at", "resident_secret"}
 
 
 def _pair(now):

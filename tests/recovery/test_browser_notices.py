@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from ledger.models import Integration, Operation, OperationState
+from ledger.notices import NOTICES
 from recovery.models import OperatorNotice
 from tests.recovery.browser import BROWSER
 from tests.recovery.test_browser_config import HOSTILE, LONG, login, shot, wide  # noqa: F401
@@ -18,7 +19,7 @@ def test_messages_page(wide, people):  # noqa: F811
     login(wide, people["admin"])
     wide.goto(wide.base + "/console/messages/")
     wide.wait_for_selector("#notice-operator_digest")
-    assert wide.locator("section.notice").count() == 3
+    assert wide.locator("section.notice").count() == len(NOTICES)
     shot(wide, "messages")
     assert wide.js_errors == []
 

@@ -32,6 +32,9 @@ MATRIX = {
     "queue-moved": {"GET": ALL, "POST": GET_ONLY},
     "review": {"GET": REVIEWERS, "POST": GET_ONLY},
     "review-item": {"GET": REVIEWERS, "POST": GET_ONLY},
+    # Attach a new enquiry as a reply to the open one it quotes: no reason, the review page
+    # again (422), nothing changed.
+    "review-attach-as-reply": {"GET": POST_ONLY, "POST": REVIEW},
     "enquiries": {"GET": ALL, "POST": GET_ONLY},
     "enquiry": {"GET": ALL, "POST": GET_ONLY},
     "operation": {
@@ -115,6 +118,12 @@ MATRIX = {
     # is "no e-mail", saved, back to the page.
     "notices": {"GET": ALL, "POST": GET_ONLY},
     "me": {"GET": ALL, "POST": {None: LOGIN, **dict.fromkeys(ROLES[1:], 302)}},
+    # A resident's reply waiting for a person: read by every role, attached or set aside by a
+    # reviewer (no reason: the page again, 422, nothing changed); its documents downloaded.
+    "answer": {"GET": ALL, "POST": GET_ONLY},
+    "answer-attach": {"GET": POST_ONLY, "POST": REVIEW},
+    "answer-set-aside": {"GET": POST_ONLY, "POST": REVIEW},
+    "answer-file": {"GET": ALL, "POST": GET_ONLY},
     # A summary this session does not hold (any more): gone.
     "bulk-results": {
         "GET": {None: LOGIN, **dict.fromkeys(ROLES[1:], 410)},
@@ -164,11 +173,21 @@ def urls(story, people):
     """A concrete URL for every route name, on objects the actions can find."""
     from django.urls import reverse
 
+    from intake import answers
+
     op = story.operation("unknown", attention="lookup_failed", attempts=["uncertain"])
     enquiry = story.enquiry("ready_for_review")
+    reply = answers.receive_answer(
+        None, channel="email", text="a reply", uploads=[answers.Upload("a.pdf", b"%PDF-1.4")]
+    )
     args = {
+        "answer": [reply.pk],
+        "answer-attach": [reply.pk],
+        "answer-set-aside": [reply.pk],
+        "answer-file": [reply.pk, reply.files.get().pk],
         "enquiry": [enquiry.reference],
         "review-item": [enquiry.reference],
+        "review-attach-as-reply": [enquiry.reference],
         "operation": [op.pk],
         "backlog": ["crm"],
         "integration-settings": ["crm"],

@@ -59,6 +59,7 @@ def world(db, monkeypatch):
     """
     from django.contrib.auth import get_user_model
 
+    from intake import answers
     from ledger.models import Integration
 
     monkeypatch.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
@@ -90,6 +91,10 @@ def world(db, monkeypatch):
         ("confirmed", "confirmed", "crm.create_enquiry", crm),
     ]:
         _operation_in(state, enquiries[enquiry_state], action, integration=integration)
+    # A resident's reply nobody could match, with a document: the queue links its page.
+    answers.receive_answer(
+        None, channel="email", text="a reply", uploads=[answers.Upload("a.pdf", b"%PDF-1.4")]
+    )
     return admin
 
 

@@ -19,6 +19,8 @@ CSRF_EXEMPT_ROUTES = {
     "intake/events/<source>",
     # A mail provider's delivery reports: signed (HMAC) and basic auth, never a browser's form.
     "delivery/mailgun/",
+    # Residents' replies forwarded by a Mailgun route: signed (HMAC), never a browser's form.
+    "inbound/mailgun/",
 }
 
 

@@ -62,8 +62,8 @@ def walk(patterns=None, prefix="", converters=None, is_regex=False):
 
 
 # Machine-to-machine endpoints in those apps, not console pages: a mail provider's delivery
-# reports (signed; tests/ledger/test_delivery.py).
-MACHINE_ROUTES = {"delivery/mailgun/"}
+# reports and residents' replies (signed; tests/ledger/test_delivery.py, test_inbound.py).
+MACHINE_ROUTES = {"delivery/mailgun/", "inbound/mailgun/"}
 
 
 def console_routes(modules=("recovery.", "ledger.")):
@@ -80,6 +80,7 @@ def candidate_pool():
     """Candidate values from the database, by kind (uuid, int, str), a few per state."""
     from django.contrib.auth import get_user_model
 
+    from intake import residentlink
     from intake.models import Category, Enquiry, Revision
     from ledger.models import Attempt, Integration, JournalEntry, Operation
 
@@ -99,7 +100,13 @@ def candidate_pool():
     numbers = sorted(set(Revision.objects.values_list("number", flat=True)) | {1})
     attempts = list(Attempt.objects.order_by("pk").values_list("pk", flat=True)[:3])
     journal = list(JournalEntry.objects.order_by("pk").values_list("pk", flat=True)[:2])
+    # The resident page's signed links (intake.residentlink), one per enquiry state.
+    tokens = [
+        residentlink.token_for(e)
+        for e in Enquiry.objects.filter(pk__in=[pk for pk, _ in enquiries])
+    ]
     return {
+        "resident": {"str": tokens},
         "operation": {"uuid": [str(pk) for (pk,) in operations]},
         "enquiry": {
             "uuid": [str(pk) for pk, _ in enquiries],
@@ -126,6 +133,7 @@ _HINTS = [
     (re.compile(r"revision|^number$|^n$"), "revision"),
     (re.compile(r"attempt"), "attempt"),
     (re.compile(r"journal|entry"), "journal"),
+    (re.compile(r"^token$"), "resident"),
 ]
 
 
