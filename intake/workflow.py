@@ -20,6 +20,9 @@ from intake.visible import has_visible_text
 SYSTEM = "system"
 MODEL = "model"
 REASON_REQUIRED = _("Give a reason: it is written to the journal.")
+RESIDENT_MESSAGE_REQUIRED = _(
+    "Write the message to the resident: it is what they read (the reason stays inside)."
+)
 
 
 class ActionRefused(ValueError):
