@@ -27,7 +27,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
-from django_fsm import TransitionNotAllowed
+from django_fsm import TransitionNotAllowed, can_proceed
 
 from config import roundtrip
 from intake import signals, signing
@@ -332,7 +332,13 @@ def _transition(
     evidence = dict(evidence or {})
     with transaction.atomic():
         enquiry = _locked(enquiry_id)
+        refused = ActionRefused(
+            f"{enquiry.reference} is {enquiry.get_state_display()}: "
+            f"cannot {name.replace('_', ' ')}."
+        )
         if resident_message is not None:
+            if not can_proceed(getattr(enquiry, name)):
+                raise refused  # the state first: no message is asked for what cannot be done
             message = storable_text(resident_message).strip()[:RESIDENT_MESSAGE_MAX]
             if enquiry.email and not has_visible_text(message):
                 raise ActionRefused(RESIDENT_MESSAGE_REQUIRED)
@@ -341,10 +347,7 @@ def _transition(
         try:
             getattr(enquiry, name)(actor=actor, reason=reason, evidence=evidence)
         except TransitionNotAllowed:
-            action = name.replace("_", " ")
-            raise ActionRefused(
-                f"{enquiry.reference} is {enquiry.get_state_display()}: cannot {action}."
-            ) from None
+            raise refused from None
         enquiry.save()
     return enquiry
 
