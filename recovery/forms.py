@@ -140,6 +140,35 @@ class BulkForm(ReasonForm):
         return cleaned
 
 
+class CancelForm(ReasonForm):
+    """Cancel an operation. Cancelling the CRM write an enquiry waits on closes the enquiry:
+    then the resident is told, in the message written here (required when they have an
+    address), and the reason stays in the journal."""
+
+    resident_message = forms.CharField(
+        label=TO_THE_RESIDENT,
+        max_length=RESIDENT_MESSAGE_MAX,
+        strip=True,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+    )
+
+    def __init__(self, *args, operation=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        enquiry = getattr(operation, "enquiry", None)
+        self.closes = operation is not None and operation.ends_enquiry()
+        if self.closes and enquiry is not None and enquiry.email:
+            self.fields["reason"].label = REASON_STAYS_INSIDE
+            self.fields["resident_message"].required = True
+            self.fields["resident_message"].error_messages["required"] = RESIDENT_MESSAGE_REQUIRED
+
+    def clean_resident_message(self):
+        value = self.cleaned_data.get("resident_message", "")
+        if self.fields["resident_message"].required and not has_visible_text(value):
+            raise forms.ValidationError(RESIDENT_MESSAGE_REQUIRED, code="invisible")
+        return value if self.closes else ""
+
+
 class CompleteByHandForm(ReasonForm):
     external_id = forms.CharField(
         max_length=200,

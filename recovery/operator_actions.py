@@ -23,6 +23,7 @@ from ledger import policies
 from ledger import services as ledger_services
 from recovery import messages
 from recovery.forms import (
+    CancelForm,
     CompleteByHandForm,
     EditForm,
     ReasonForm,
@@ -68,6 +69,8 @@ class OperatorAction:
             return EditForm(data, revision=current)
         if self.form is ResidentMessageForm:
             return ResidentMessageForm(data, enquiry=subject)
+        if self.form is CancelForm:
+            return CancelForm(data, operation=subject)
         return self.form(data)
 
     def nothing_to_do(self, subject, form) -> str:
@@ -149,11 +152,14 @@ _ALL = [
         "Cancel safely",
         "Stops this operation for good. Nothing is sent; nothing at the destination is undone. "
         "(Cancelling the CRM write an enquiry waits on also closes the enquiry as Rejected: its "
-        "page says so before the click.)",
+        "page says so before the click, and the resident is e-mailed your message to them, the "
+        "“Closed” message.)",
         False,
         "cancel",
         messages.OPERATION_DONE["cancel"],
         ledger_services.cancel_operation,
+        form=CancelForm,
+        extra=("resident_message",),
     ),
     OperatorAction(
         "compensate",

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from intake.models import Enquiry
 from ledger import wording
-from ledger.models import JournalEntry, MessageTemplate
+from ledger.models import ENDS_ENQUIRY_PERMISSION, JournalEntry, MessageTemplate
 from recovery.forms import ReasonField
 from recovery.operator_actions import ENQUIRY_ACTIONS
 from recovery.views.common import console_view, get_enquiry_for_user, require
@@ -31,6 +31,8 @@ TEMPLATE_PERMISSION = "ledger.change_integration"
 ACTION_KINDS = {
     "request_information": wording.NEEDS_INFORMATION,
     "reject": wording.NOT_TAKEN_FORWARD,
+    # Cancelling the CRM write an enquiry waits on: the enquiry is closed.
+    "cancel": wording.CLOSED,
 }
 NOTHING_TYPED = "[Your message to the resident appears here, word for word.]"
 
@@ -61,7 +63,9 @@ def action_preview(request, reference, action):
     if action not in ACTION_KINDS:
         raise Http404("no such message")
     enquiry = get_enquiry_for_user(request.user, reference)
-    if not ENQUIRY_ACTIONS[action].may(request.user):
+    if action not in ENQUIRY_ACTIONS:
+        require(request.user, ENDS_ENQUIRY_PERMISSION, "preview this message")
+    elif not ENQUIRY_ACTIONS[action].may(request.user):
         require(request.user, ENQUIRY_ACTIONS[action].permissions[0], "preview this message")
     typed = request.POST.get("resident_message", "")[:5000]
     return render(

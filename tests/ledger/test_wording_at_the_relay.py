@@ -157,3 +157,27 @@ def test_without_an_address_the_enquiry_says_why_nothing_was_sent(
     assert "no e-mail address" in entry.reason
     assert entry.evidence["template"] == wording.NOT_TAKEN_FORWARD
     assert mail.stats()["received"] == 0
+
+
+def test_closing_an_approved_enquiry_sends_the_closed_message_once(
+    email_integration, mail, approved_enquiry, sandbox, make_user, run_queue
+):
+    from ledger.services import cancel_operation
+
+    sandbox.fault("crm.create", "error_503", count=10)
+    enquiry, crm = approved_enquiry()
+    run_queue(until=lambda: Operation.objects.get(pk=crm.pk).state == OperationState.FAILED)
+    cancel_operation(
+        crm.pk,
+        actor=make_user("admin"),
+        reason="CRM refuses this category for good; ops ticket 4411",
+        resident_message="We cannot pass this on: the service no longer takes enquiries online.",
+    )
+    run_queue(until=settled(enquiry, wording.CLOSED))
+    op = message_of(enquiry, wording.CLOSED)
+    assert op.state == OperationState.CONFIRMED
+    text, _html, raw = texts(mail, op)
+    assert "the service no longer takes enquiries online." in text
+    assert "ops ticket 4411" not in raw and "refuses this category" not in raw
+    assert mail.count(notices.message_id(op.idempotency_key)) == 1
+    assert mail.stats()["received"] == 1  # no "passed on": it never was
