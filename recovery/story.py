@@ -30,6 +30,8 @@ ENQUIRY_STEPS = {
     "intake.enquiry.withdraw": ("Closed without delivery", "bad"),
     "intake.enquiry.assigned": ("Owner set", ""),
     "intake.enquiry.redacted": ("Personal details redacted", ""),
+    # A step the resident should have heard about, and why they were not told (ledger.wording).
+    "ledger.resident_message.not_sent": ("Nothing sent to the resident", "wait"),
 }
 # A person's action on an operation, in the words of the button they pressed.
 OPERATION_ACTIONS = {

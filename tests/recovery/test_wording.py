@@ -139,3 +139,19 @@ def test_only_admins_edit_the_words(client_for):
     assert client_for("reviewer").get(url).status_code == 403
     assert client_for("admin").get(url).status_code == 200
     assert client_for("admin").get("/console/messages/no_such_kind/").status_code == 404
+
+
+def test_the_item_says_why_the_resident_was_not_told(story, client_for):
+    enquiry = story.enquiry("ready_for_review", email="")
+    response = client_for("reviewer").post(
+        reverse("recovery:enquiry-reject", args=[enquiry.reference]),
+        {"reason": "spam", "resident_message": ""},
+    )
+    assert response.status_code == 302
+    page = (
+        client_for("reviewer")
+        .get(reverse("recovery:enquiry", args=[enquiry.reference]))
+        .content.decode()
+    )
+    assert "Nothing sent to the resident" in page
+    assert "no e-mail address: the resident gave none" in page
