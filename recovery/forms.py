@@ -142,8 +142,10 @@ class BulkForm(ReasonForm):
 
 class CancelForm(ReasonForm):
     """Cancel an operation. Cancelling the CRM write an enquiry waits on closes the enquiry:
-    then the resident is told, in the message written here (required when they have an
-    address), and the reason stays in the journal."""
+    then the resident is told, in the message written here, and the reason stays in the
+    journal. The item's form shows the field, and then it is required when the resident has an
+    address; a request without it (a bulk cancel, which cannot write to each resident) closes
+    the enquiry telling them nothing, and the enquiry's journal says so."""
 
     resident_message = forms.CharField(
         label=TO_THE_RESIDENT,
@@ -157,7 +159,8 @@ class CancelForm(ReasonForm):
         super().__init__(*args, **kwargs)
         enquiry = getattr(operation, "enquiry", None)
         self.closes = operation is not None and operation.ends_enquiry()
-        if self.closes and enquiry is not None and enquiry.email:
+        asked = self.data is not None and "resident_message" in self.data
+        if self.closes and asked and enquiry is not None and enquiry.email:
             self.fields["reason"].label = REASON_STAYS_INSIDE
             self.fields["resident_message"].required = True
             self.fields["resident_message"].error_messages["required"] = RESIDENT_MESSAGE_REQUIRED

@@ -155,3 +155,23 @@ def test_the_item_says_why_the_resident_was_not_told(story, client_for):
     )
     assert "Nothing sent to the resident" in page
     assert "no e-mail address: the resident gave none" in page
+
+
+def test_cancelling_the_write_that_closes_the_enquiry_asks_for_the_message(story, client_for):
+    op = story.operation("failed", attention="retry_budget_exhausted")
+    assert op.ends_enquiry() and op.enquiry.email
+    reviewer = client_for("reviewer")
+    page = reviewer.get(reverse("recovery:enquiry", args=[op.enquiry.reference])).content
+    page = page.decode()
+    assert f'id="res-{op.pk}-cancel"' in page and "stays inside Handover" in page
+    url = reverse("recovery:op-cancel", args=[op.pk])
+    refused = reviewer.post(url, {"reason": "CRM ticket 77", "resident_message": ""})
+    assert refused.status_code == 422
+    assert "Write the message to the resident" in refused.content.decode()
+    done = reviewer.post(
+        url, {"reason": "CRM ticket 77", "resident_message": "We have closed it, sorry."}
+    )
+    assert done.status_code == 302
+    closed = Operation.objects.get(enquiry=op.enquiry, payload__template=wording.CLOSED)
+    assert "We have closed it, sorry." in closed.payload["body"]
+    assert "ticket 77" not in str(closed.payload)
