@@ -73,6 +73,9 @@ def test_passed_on_is_sent_once_when_the_crm_confirms_with_its_reference(
     assert f"Their reference for it is {crm.external_id}." in text
     assert enquiry.reference in html and "What happens next" in text
     assert op.payload["template_version"] == wording.current(wording.PASSED_ON).version
+    # The attempt records which version of the template its words came from.
+    [attempt] = op.attempts.all()
+    assert attempt.request_summary["template_version"] == op.payload["template_version"]
     # The transition's message proposed again (a redelivered signal, a sweep): the same one.
     with transaction.atomic():
         again = propose_resident_message(

@@ -81,3 +81,32 @@ def test_request_information_form_fits_a_phone(page, story, make_user):
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (selector, box)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "request-information-390.png"), full_page=True)
+
+
+def test_an_admin_previews_and_saves_the_words(page, story, make_user):
+    from ledger import wording
+
+    admin = make_user("admin", username="ada")
+    enquiry = story.enquiry("ready_for_review", email="a.resident@example.org")
+    login(page, admin.username)
+    page.goto(page.base + "/console/messages/")
+    expect(page.locator("#notice-passed_on")).to_contain_text("Passed on")
+    page.click("#notice-needs_information >> text=Edit the words")
+    page.fill("#id_body", f"Dear {{name}},\n\n{{{{ ''.__class__ }}}} {HOSTILE}\n\n{{nope}}\n")
+    page.fill("#id_reference", enquiry.reference)
+    page.fill("#id_reason", "plainer words")
+    page.click("button[name=save]")
+    expect(page.locator(".field-errors")).to_contain_text("{nope} is not a placeholder")
+    assert wording.current(wording.NEEDS_INFORMATION).version == 1  # refused, not saved
+    page.fill(
+        "#id_body",
+        f"Dear {{name}},\n\n{{{{ ''.__class__ }}}} {HOSTILE}\n\n{{message_to_resident}}\n",
+    )
+    page.click("button[name=preview]")
+    expect(page.locator("pre.mail-text")).to_contain_text("{ ''.__class__ }")
+    assert page_width(page) <= 1440
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "message-template-edit.png"), full_page=True)
+    page.click("button[name=save]")
+    expect(page.locator("body")).to_contain_text("Saved as version 2")
+    assert wording.current(wording.NEEDS_INFORMATION).version == 2
