@@ -18,7 +18,8 @@ def test_messages_page(wide, people):  # noqa: F811
     login(wide, people["admin"])
     wide.goto(wide.base + "/console/messages/")
     wide.wait_for_selector("#notice-operator_digest")
-    assert wide.locator("section.notice").count() == 3
+    # The residents' five messages and the operators' digest.
+    assert wide.locator("section.notice").count() == 6
     shot(wide, "messages")
     assert wide.js_errors == []
 
