@@ -157,6 +157,7 @@ RESIDENT_REASONS = {
 }
 NO_ADDRESS = "no e-mail address: the resident gave none, so nothing can be sent"
 NO_MESSAGE = "no message to the resident was written, so nothing is sent"
+SENDS_NOTHING = "the category “%(category)s” is set to send residents nothing"
 
 
 def propose_resident_message(enquiry, kind, *, revision, detail=None, actor=LEDGER, **values):
@@ -166,8 +167,11 @@ def propose_resident_message(enquiry, kind, *, revision, detail=None, actor=LEDG
     cannot be sent the enquiry's journal says why (``ledger.resident_message.not_sent``) and
     None is returned."""
     why = ""
+    category = enquiry.category
     if not enquiry.email:
         why = NO_ADDRESS
+    elif category is not None and not category.tells_resident:
+        why = SENDS_NOTHING % {"category": category.name}
     elif "message_to_resident" in wording.KINDS[kind].required and not has_visible_text(
         values.get("message_to_resident") or ""
     ):

@@ -30,7 +30,7 @@ from recovery.models import Queue
 ACTOR = "system:provision"
 TOP = {"reason", "people", "categories", "queues", "integrations"}
 PERSON = {"roles", "email", "may_recover", "active"}
-CATEGORY = {"name", "description", "keywords", "active", "books_appointments"}
+CATEGORY = {"name", "description", "keywords", "active", "books_appointments", "tells_resident"}
 QUEUE = {"owner", "backup_owner", "response_period", "review_cadence"}
 INTEGRATION = {"owner"}
 
@@ -105,7 +105,7 @@ def read(path: Path) -> Plan:
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
                 raise ProvisionError(f"{where}.keywords: a list of words or phrases")
             changes["keywords"] = "\n".join(w.strip() for w in words if w.strip())
-        for key in ("active", "books_appointments"):
+        for key in ("active", "books_appointments", "tells_resident"):
             if key in category:
                 changes[key] = _typed(category[key], bool, f"{where}.{key}")
         plan.categories[slug] = changes

@@ -184,3 +184,20 @@ def test_closing_an_approved_enquiry_sends_the_closed_message_once(
     assert "ops ticket 4411" not in raw and "refuses this category" not in raw
     assert mail.count(notices.message_id(op.idempotency_key)) == 1
     assert mail.stats()["received"] == 1  # no "passed on": it never was
+
+
+def test_a_category_set_to_send_nothing_sends_nothing_and_says_why(
+    email_integration, mail, make_enquiry, reviewer, run_queue
+):
+    from intake.models import Category
+
+    quiet = Category.objects.create(slug="quiet", name="Told by the service", tells_resident=False)
+    enquiry = make_enquiry(email="resident@example.org", category=quiet)
+    reject_enquiry(enquiry.pk, actor=reviewer, reason="r", resident_message="Not for us.")
+    run_queue()
+    assert not Operation.objects.filter(enquiry=enquiry, action="notify.send").exists()
+    entry = JournalEntry.objects.get(
+        enquiry_id=enquiry.pk, action="ledger.resident_message.not_sent"
+    )
+    assert "“Told by the service” is set to send residents nothing" in entry.reason
+    assert mail.stats()["received"] == 0
