@@ -53,6 +53,15 @@ class Category(models.Model):
         help_text="Enquiries in this category need a visit: the review page shows the next "
         "free appointment slots from the appointments calendar.",
     )
+    # Off for a category whose residents are told by another route (a service that writes to
+    # them itself): Handover sends them nothing, and each enquiry's journal says so.
+    tells_resident = models.BooleanField(
+        "e-mails the resident",
+        default=True,
+        help_text="Handover e-mails the resident at each step (received, more information "
+        "needed, passed on, not taken forward, closed). Off: nothing is sent, and each "
+        "enquiry's journal says why.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -18,6 +18,7 @@ tests/intake/test_services.py pins the shared parts.
 """
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,7 +27,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
-from django_fsm import TransitionNotAllowed
+from django_fsm import TransitionNotAllowed, can_proceed
 
 from config import roundtrip
 from intake import signals, signing
@@ -41,7 +42,8 @@ from intake.payload import (
     validate_payload,
 )
 from intake.revisions import add_revision
-from intake.workflow import SYSTEM, ActionRefused, require_reason
+from intake.visible import has_visible_text
+from intake.workflow import RESIDENT_MESSAGE_REQUIRED, SYSTEM, ActionRefused, require_reason
 
 INTAKE_ACTOR = "system:intake"
 EDITABLE_FIELDS = ("name", "email", "phone", "subject", "message", "service_hint")
@@ -311,31 +313,68 @@ def _locked(enquiry_id) -> Enquiry:
     return Enquiry.objects.select_for_update().get(pk=enquiry_id)
 
 
-def _transition(enquiry_id, name, *, actor, reason, evidence=None) -> Enquiry:
+# PostgreSQL stores no NUL and UTF-8 carries no lone surrogate: each becomes U+FFFD.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+RESIDENT_MESSAGE_MAX = 4000
+
+
+def storable_text(value) -> str:
+    return _UNSTORABLE.sub("\ufffd", str(value or ""))
+
+
+def _transition(
+    enquiry_id, name, *, actor, reason, evidence=None, resident_message=None
+) -> Enquiry:
+    """``resident_message``: for a transition the resident is told about, the words written
+    for them (kept in the journal's evidence as ``resident_message``, apart from the reason,
+    and put in their message by the ledger). Required when the enquiry has an address a
+    message can go to; None for a transition that tells the resident nothing."""
     require_reason(reason, actor=actor)
+    evidence = dict(evidence or {})
     with transaction.atomic():
         enquiry = _locked(enquiry_id)
+        refused = ActionRefused(
+            f"{enquiry.reference} is {enquiry.get_state_display()}: "
+            f"cannot {name.replace('_', ' ')}."
+        )
+        if resident_message is not None:
+            if not can_proceed(getattr(enquiry, name)):
+                raise refused  # the state first: no message is asked for what cannot be done
+            message = storable_text(resident_message).strip()[:RESIDENT_MESSAGE_MAX]
+            if enquiry.email and not has_visible_text(message):
+                raise ActionRefused(RESIDENT_MESSAGE_REQUIRED)
+            if message:
+                evidence["resident_message"] = message
         try:
-            getattr(enquiry, name)(actor=actor, reason=reason, evidence=evidence or {})
+            getattr(enquiry, name)(actor=actor, reason=reason, evidence=evidence)
         except TransitionNotAllowed:
-            action = name.replace("_", " ")
-            raise ActionRefused(
-                f"{enquiry.reference} is {enquiry.get_state_display()}: cannot {action}."
-            ) from None
+            raise refused from None
         enquiry.save()
     return enquiry
 
 
-def request_information(enquiry_id, *, actor, reason) -> Enquiry:
-    return _transition(enquiry_id, "request_information", actor=actor, reason=reason)
+def request_information(enquiry_id, *, actor, reason, resident_message="") -> Enquiry:
+    """Ask the resident for more: ``resident_message`` is what they read, ``reason`` stays in
+    the journal."""
+    return _transition(
+        enquiry_id,
+        "request_information",
+        actor=actor,
+        reason=reason,
+        resident_message=resident_message,
+    )
 
 
 def information_received(enquiry_id, *, actor, reason) -> Enquiry:
     return _transition(enquiry_id, "information_received", actor=actor, reason=reason)
 
 
-def reject_enquiry(enquiry_id, *, actor, reason) -> Enquiry:
-    return _transition(enquiry_id, "reject", actor=actor, reason=reason)
+def reject_enquiry(enquiry_id, *, actor, reason, resident_message="") -> Enquiry:
+    """Close without delivering it: ``resident_message`` is what the resident reads (the
+    reason, which stays in the journal, never reaches them)."""
+    return _transition(
+        enquiry_id, "reject", actor=actor, reason=reason, resident_message=resident_message
+    )
 
 
 def _category(value) -> Category | None:

@@ -23,6 +23,9 @@ MODEL = "model"
 # (intake.answers); the resident is not a user, the signed link or address stands for them.
 RESIDENT = "resident"
 REASON_REQUIRED = _("Give a reason: it is written to the journal.")
+RESIDENT_MESSAGE_REQUIRED = _(
+    "Write the message to the resident: it is what they read (the reason stays inside)."
+)
 
 
 class ActionRefused(ValueError):

@@ -5,9 +5,9 @@ at the top of the file or inside a function alike (tests/foundation/test_layerin
 table and fails on an upward import or an import circle):
 
 1. the records: ``models`` and ``journal``, with what they need (``messages``, ``storable``,
-   ``rates``, ``queueing``, ``worker``, ``failpoints``, ``notices``, ``appointments``,
-   ``extraction``, ``signed_events``, ``budget``). No connector: a kind of destination
-   registers itself with the model (``models.register_kinds``).
+   ``rates``, ``queueing``, ``worker``, ``failpoints``, ``wording``, ``notices``,
+   ``appointments``, ``extraction``, ``signed_events``, ``budget``). No connector: a kind of
+   destination registers itself with the model (``models.register_kinds``).
 2. the destinations: ``errors``, ``http``, ``limits``, ``reads``, ``mailaddress``, ``smtpwire``,
    ``smtp``, ``connectors``, ``kinds``, ``integrations``. Adding a kind touches this layer only.
 3. ``policies``: what each action is and who may act on it, and which connector carries an

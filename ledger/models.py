@@ -418,7 +418,7 @@ class Action:
     LABELS = {
         CREATE_ENQUIRY: "Create the enquiry in the CRM",
         CLOSE_ENQUIRY: "Close the enquiry in the CRM (compensation)",
-        SEND_NOTICE: "Send the customer's acknowledgement",
+        SEND_NOTICE: "Send a message to the resident",
         SUGGEST_CATEGORY: "Suggest a category",
         EXTRACT_DOCUMENT: "Read an attached document",
         READ_APPOINTMENTS: "Read appointment slots",
@@ -809,3 +809,30 @@ class ProviderEvent(models.Model):
 
     def __str__(self):
         return f"{self.provider} {self.event_id}"
+
+
+class MessageTemplate(models.Model):
+    """One version of the words of a message a resident receives (ledger.wording): plain text
+    with named placeholders, never a template language. Versions are only added, never
+    changed: the newest of a kind is the one used, and each message's payload names the
+    version it was made from. Version 1 of each kind ships as data (migration
+    0019_message_templates); an admin's edit is the next version, journalled with its reason."""
+
+    kind = models.CharField(max_length=40)
+    version = models.PositiveIntegerField()
+    subject = models.CharField(max_length=200)
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    # None: the words Handover ships.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["kind", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "version"], name="message_template_version")
+        ]
+
+    def __str__(self):
+        return f"{self.kind} v{self.version}"

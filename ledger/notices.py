@@ -1,9 +1,9 @@
-"""The messages Handover sends people, as templates (text and HTML) an admin can read in the
-console (recovery's "Messages" page renders each with its sample).
+"""The e-mail Handover sends: each notify.send operation's message, built here.
 
-A notify.send operation's payload names its template and carries the values it needs; the
-message is rendered from them when it is sent, so every attempt sends the same words. The
-templates live in templates/ledger/mail/<name>.txt and .html.
+A message to a resident carries in its payload the words it was made with (ledger.wording:
+templates admins edit in the console), so every attempt sends the same words. A message to an
+operator (the digest) names its template here and carries the values it needs; its templates
+live in templates/ledger/mail/<name>.txt and .html, rendered from the payload when it is sent.
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
 from intake import residentlink
+from ledger import wording
 
-ACKNOWLEDGEMENT = "enquiry_received"
-NEEDS_INFORMATION = "needs_information"
+# The messages a resident receives are ledger.wording's (templates admins edit in the console);
+# the new link to an expired page is a fixed notice of its own, like the operators' digest.
+ACKNOWLEDGEMENT = wording.RECEIVED
+NEEDS_INFORMATION = wording.NEEDS_INFORMATION
 RESIDENT_LINK = "resident_link"
 OPERATOR_DIGEST = "operator_digest"
 
@@ -35,27 +38,6 @@ class Notice:
 NOTICES = {
     n.name: n
     for n in [
-        Notice(
-            ACKNOWLEDGEMENT,
-            "We have received your enquiry {reference}",
-            "the resident or customer who sent the enquiry",
-            "once, when the enquiry is stored. It says the enquiry was received, never that "
-            "anyone has read it.",
-            {"reference": "HX-2026-000123"},
-        ),
-        Notice(
-            NEEDS_INFORMATION,
-            "We need more information about your enquiry {reference}",
-            "the resident or customer who sent the enquiry",
-            "each time a reviewer moves the enquiry to 'needs information'; it quotes what "
-            "the reviewer wrote as the request.",
-            {
-                "reference": "HX-2026-000123",
-                "request": "Please tell us the address of the property and when we can visit.",
-                "answer_link": "https://handover.example.org/r/sample-link/",
-                "replies_read": True,
-            },
-        ),
         Notice(
             RESIDENT_LINK,
             "A new link to your enquiry {reference}",
@@ -139,6 +121,18 @@ def render(name: str, payload: dict) -> tuple[str, str, str]:
     return subject(name, payload), text, html
 
 
+def resident_message(payload: dict) -> tuple[str, str, str]:
+    """(subject, text, html) of a message to a resident: the words its payload was made with
+    (ledger.wording.resident_payload); the HTML derived from them. A payload made before the
+    words were kept in it is filled from its kind's current template."""
+    if "subject" in payload and "body" in payload:
+        text = str(payload["body"])
+        return " ".join(str(payload["subject"]).split()), text, wording.as_html(text)
+    values = {"reference": payload.get("reference", "")}
+    values["message_to_resident"] = payload.get("request", "")
+    return wording.render(wording.current(payload["template"]), values)
+
+
 def message_id(idempotency_key: str) -> str:
     """The Message-ID of an operation's message: made from its idempotency key alone, so every
     attempt carries the same one and a relay or a reader can tell a repeat."""
@@ -150,9 +144,12 @@ def build(operation, *, from_email=None) -> EmailMultiAlternatives:
     """The e-mail for a notify.send operation: text and HTML, its stable Message-ID."""
     payload = operation.payload
     name = payload.get("template", "")
-    if name not in NOTICES:
+    if name in wording.KINDS:
+        subject_line, text, html = resident_message(payload)
+    elif name in NOTICES:
+        subject_line, text, html = render(name, payload)
+    else:
         raise LookupError(f"no message template {name!r}")
-    subject_line, text, html = render(name, payload)
     headers = {
         "Message-ID": message_id(operation.idempotency_key),
         "Auto-Submitted": "auto-generated",  # RFC 3834: no auto-replies to this, please

@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from intake import residentlink
 from intake.models import Document
+from intake.visible import has_visible_text
 from intake.workflow import system_actor
-from ledger import journal, notices
+from ledger import journal, notices, wording
 from ledger.integrations import ensure_integrations
 from ledger.models import Action, Integration, Operation, OperationState, payload_hash
 from ledger.policies import policy_for
@@ -19,7 +20,6 @@ from ledger.queueing import EXECUTE, batched, enqueue
 from ledger.queueing import RECONCILE as RECONCILE_TASK
 
 LEDGER = system_actor("ledger")
-ACKNOWLEDGEMENT_TEMPLATE = notices.ACKNOWLEDGEMENT
 BY_POLICY = "approved by policy (no review needed)"
 
 
@@ -145,39 +145,56 @@ def notice_payload(template, to, **values) -> dict:
 
 
 def acknowledgement_payload(enquiry) -> dict:
-    # Receipt is not delivery: the customer is told we *received* it, never that it was reviewed.
-    return notice_payload(ACKNOWLEDGEMENT_TEMPLATE, enquiry.email, reference=enquiry.reference)
+    # Receipt is not delivery: the resident is told we *received* it, never that it was reviewed.
+    return wording.resident_payload(wording.RECEIVED, enquiry)
 
 
-def propose_information_request(enquiry, *, request, actor=LEDGER):
-    """A reviewer moved the enquiry to needs_information: tell the customer what is needed (the
-    reviewer's words), as its own notify.send operation, one per request. Inside the caller's
-    transaction, with the enquiry locked."""
+# What a resident-visible transition sends (ledger.receivers): the message's kind and why.
+RESIDENT_REASONS = {
+    wording.NEEDS_INFORMATION: "tell the resident what information is needed",
+    wording.PASSED_ON: "tell the resident their enquiry has been passed on",
+    wording.NOT_TAKEN_FORWARD: "tell the resident their enquiry will not be taken forward",
+    wording.CLOSED: "tell the resident their enquiry has been closed",
+}
+NO_ADDRESS = "no e-mail address: the resident gave none, so nothing can be sent"
+NO_MESSAGE = "no message to the resident was written, so nothing is sent"
+SENDS_NOTHING = "the category “%(category)s” is set to send residents nothing"
+
+
+def propose_resident_message(enquiry, kind, *, revision, detail=None, actor=LEDGER, **values):
+    """The message a resident-visible transition owes the resident, as its own notify.send
+    operation approved by policy and enqueued in the caller's transaction (key
+    ``<enquiry>:notify.send:<kind>:r<revision>``: proposed twice, it is one message). When it
+    cannot be sent the enquiry's journal says why (``ledger.resident_message.not_sent``) and
+    None is returned."""
+    why = ""
+    category = enquiry.category
     if not enquiry.email:
+        why = NO_ADDRESS
+    elif category is not None and not category.tells_resident:
+        why = SENDS_NOTHING % {"category": category.name}
+    elif "message_to_resident" in wording.KINDS[kind].required and not has_visible_text(
+        values.get("message_to_resident") or ""
+    ):
+        why = NO_MESSAGE
+    if why:
+        journal.record(
+            enquiry,
+            "ledger.resident_message.not_sent",
+            actor=actor,
+            reason=why,
+            evidence={"template": kind, "revision": revision},
+        )
         return None
-    template = notices.NEEDS_INFORMATION
-    earlier = Operation.objects.filter(
-        enquiry=enquiry, action=Action.SEND_NOTICE, payload__template=template
-    ).count()
-    payload = notice_payload(
-        template,
-        enquiry.email,
-        reference=enquiry.reference,
-        request=request,
-        answer_link=residentlink.url_for(enquiry),
-        # "Reply to this message" is said only where a reply reaches Handover: a signed reply
-        # address given as Reply-To (RESIDENT_REPLY_DOMAIN, routed to /inbound/mailgun/).
-        replies_read=bool(residentlink.reply_address(enquiry)),
-    )
     op, _ = propose(
         enquiry,
         Action.SEND_NOTICE,
-        payload,
-        revision=enquiry.current_revision,
+        wording.resident_payload(kind, enquiry, **values),
+        revision=revision,
         actor=actor,
-        detail=f"{template}-{earlier + 1}",
+        detail=detail or kind,
         approve=True,
-        reason="tell the customer what information is needed",
+        reason=RESIDENT_REASONS.get(kind, ""),
     )
     return op
 
@@ -210,6 +227,24 @@ def propose_new_link(enquiry, *, link, actor=LEDGER):
         reason="the resident asked for a new link to their enquiry's page",
     )
     return op
+
+
+def propose_information_request(enquiry, *, message_to_resident, actor=LEDGER):
+    """A reviewer moved the enquiry to needs_information: tell the resident what is needed (the
+    reviewer's message to the resident, never the journal reason), one message per request.
+    Inside the caller's transaction, with the enquiry locked."""
+    kind = wording.NEEDS_INFORMATION
+    earlier = Operation.objects.filter(
+        enquiry=enquiry, action=Action.SEND_NOTICE, payload__template=kind
+    ).count()
+    return propose_resident_message(
+        enquiry,
+        kind,
+        revision=enquiry.current_revision,
+        detail=f"{kind}-{earlier + 1}",
+        actor=actor,
+        message_to_resident=message_to_resident,
+    )
 
 
 def propose_message(key, payload, *, actor=LEDGER, reason="", at=None) -> tuple[Operation, bool]:
@@ -257,7 +292,7 @@ def _receipt_specs(enquiry, documents):
                 Action.SEND_NOTICE,
                 acknowledgement_payload(enquiry),
                 1,
-                ACKNOWLEDGEMENT_TEMPLATE,
+                wording.RECEIVED,
                 "acknowledge receipt",
             )
         )
@@ -301,6 +336,14 @@ def propose_receipt_work(enquiry, *, actor=LEDGER):
                 approve_proposed(op, actor=actor, reason=reason or BY_POLICY, save=False)
                 fresh.append(op)
             ops.append(op)
+        if not enquiry.email and not known:
+            journal.record(
+                enquiry,
+                "ledger.resident_message.not_sent",
+                actor=actor,
+                reason=NO_ADDRESS,
+                evidence={"template": wording.RECEIVED, "revision": 1},
+            )
         # Inside the block: the operations go in before their journal and task rows.
         Operation.objects.bulk_create(fresh)
     for op in fresh:

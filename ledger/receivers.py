@@ -60,16 +60,44 @@ def resident_link_requested(sender, enquiry, link, actor, **kwargs):
     propose_new_link(enquiry, link=link)
 
 
-@receiver(post_transition, sender=Enquiry, dispatch_uid="ledger.information_requested")
-def information_requested(sender, instance, name, method_kwargs, **kwargs):
-    """A reviewer asked the customer for more: the message saying what is needed is proposed in
-    the same transaction (a failed message never undoes the request)."""
-    if name != "request_information" or "exception" in kwargs:
-        return
-    from ledger.services import propose_information_request
+# The resident-visible transitions and the message each owes the resident (ledger.wording).
+TELLS_RESIDENT = {
+    "request_information": "needs_information",
+    "confirm": "passed_on",
+    "reject": "not_taken_forward",
+    "withdraw": "closed",
+}
 
-    # Approved by policy, as the acknowledgement is: the ledger proposes it, not the reviewer.
-    propose_information_request(instance, request=method_kwargs.get("reason", ""))
+
+@receiver(post_transition, sender=Enquiry, dispatch_uid="ledger.tell_resident")
+def tell_resident(sender, instance, name, method_kwargs, **kwargs):
+    """A transition the resident should hear about: its message is proposed in the same
+    transaction (a failed message never undoes the transition). The words for the resident
+    come from the transition's evidence (``resident_message``), never from its reason, which
+    stays in the journal."""
+    kind = TELLS_RESIDENT.get(name)
+    if kind is None or "exception" in kwargs:
+        return
+    from ledger.services import propose_information_request, propose_resident_message
+
+    evidence = method_kwargs.get("evidence") or {}
+    message = str(evidence.get("resident_message") or "")
+    if name == "request_information":
+        # Approved by policy, as the acknowledgement is: the ledger proposes it, not the reviewer.
+        propose_information_request(instance, message_to_resident=message)
+        return
+    if name == "confirm":
+        revision = instance.approved_revision or instance.current_revision
+        propose_resident_message(
+            instance,
+            kind,
+            revision=revision,
+            destination_reference=str(evidence.get("external_id") or ""),
+        )
+        return
+    propose_resident_message(
+        instance, kind, revision=instance.current_revision, message_to_resident=message
+    )
 
 
 @receiver(post_spawn, dispatch_uid="ledger.sweep_on_worker_start")

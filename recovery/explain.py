@@ -301,7 +301,16 @@ def answers(enquiry, operations, journal, *, revision=None) -> Answers:
     writes = [op for op in ops if op.action in WRITE_ACTIONS]
     approved = enquiry.approved_revision
     crm = next((op for op in reversed(writes) if op.action == Action.CREATE_ENQUIRY), None)
-    notify = next((op for op in reversed(writes) if op.action == Action.SEND_NOTICE), None)
+    # The acknowledgement (the other messages to the resident have their own cards).
+    notify = next(
+        (
+            op
+            for op in reversed(writes)
+            if op.action == Action.SEND_NOTICE
+            and op.payload.get("template", "enquiry_received") == "enquiry_received"
+        ),
+        None,
+    )
     state = enquiry.state
 
     if state in (EnquiryState.RECEIVED, EnquiryState.VALIDATED):

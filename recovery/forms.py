@@ -10,8 +10,9 @@ from django.contrib.auth import get_user_model
 
 from config.destinations import validate_address
 from intake.models import Category
+from intake.services import RESIDENT_MESSAGE_MAX
 from intake.visible import has_visible_text
-from intake.workflow import REASON_REQUIRED
+from intake.workflow import REASON_REQUIRED, RESIDENT_MESSAGE_REQUIRED
 from ledger import reads
 from ledger.models import Integration
 from ledger.rates import RateFormField
@@ -42,6 +43,36 @@ class ReasonField(forms.CharField):
 
 class ReasonForm(forms.Form):
     reason = ReasonField()
+
+
+# The two texts of an action that tells the resident something, said plainly on the form.
+REASON_STAYS_INSIDE = "Reason (stays inside Handover: written to the journal, never sent)"
+TO_THE_RESIDENT = "Message to the resident (sent to them by e-mail, word for word)"
+
+
+class ResidentMessageForm(ReasonForm):
+    """An action the resident is told about: the message they read, apart from the reason,
+    which stays in the journal. Required when the enquiry has an address to send it to."""
+
+    resident_message = forms.CharField(
+        label=TO_THE_RESIDENT,
+        max_length=RESIDENT_MESSAGE_MAX,
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        error_messages={"required": RESIDENT_MESSAGE_REQUIRED},
+    )
+
+    def __init__(self, *args, enquiry=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["reason"].label = REASON_STAYS_INSIDE
+        if enquiry is not None and not enquiry.email:
+            self.fields["resident_message"].required = False
+
+    def clean_resident_message(self):
+        value = self.cleaned_data.get("resident_message", "")
+        if self.fields["resident_message"].required and not has_visible_text(value):
+            raise forms.ValidationError(RESIDENT_MESSAGE_REQUIRED, code="invisible")
+        return value
 
 
 # "Assign to me" is one click: its reason is written for the person (and shown on the button).
@@ -109,6 +140,38 @@ class BulkForm(ReasonForm):
         if nothing and "group" not in self.errors:
             raise forms.ValidationError(messages.NOTHING_SELECTED)
         return cleaned
+
+
+class CancelForm(ReasonForm):
+    """Cancel an operation. Cancelling the CRM write an enquiry waits on closes the enquiry:
+    then the resident is told, in the message written here, and the reason stays in the
+    journal. The item's form shows the field, and then it is required when the resident has an
+    address; a request without it (a bulk cancel, which cannot write to each resident) closes
+    the enquiry telling them nothing, and the enquiry's journal says so."""
+
+    resident_message = forms.CharField(
+        label=TO_THE_RESIDENT,
+        max_length=RESIDENT_MESSAGE_MAX,
+        strip=True,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+    )
+
+    def __init__(self, *args, operation=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        enquiry = getattr(operation, "enquiry", None)
+        self.closes = operation is not None and operation.ends_enquiry()
+        asked = self.data is not None and "resident_message" in self.data
+        if self.closes and asked and enquiry is not None and enquiry.email:
+            self.fields["reason"].label = REASON_STAYS_INSIDE
+            self.fields["resident_message"].required = True
+            self.fields["resident_message"].error_messages["required"] = RESIDENT_MESSAGE_REQUIRED
+
+    def clean_resident_message(self):
+        value = self.cleaned_data.get("resident_message", "")
+        if self.fields["resident_message"].required and not has_visible_text(value):
+            raise forms.ValidationError(RESIDENT_MESSAGE_REQUIRED, code="invisible")
+        return value if self.closes else ""
 
 
 class CompleteByHandForm(ReasonForm):

@@ -23,11 +23,13 @@ from ledger import policies
 from ledger import services as ledger_services
 from recovery import messages
 from recovery.forms import (
+    CancelForm,
     CompleteByHandForm,
     EditForm,
     ReasonForm,
     ReassignForm,
     ReleaseForm,
+    ResidentMessageForm,
 )
 
 OPERATION, ENQUIRY, INTEGRATION = "operation", "enquiry", "integration"
@@ -65,6 +67,10 @@ class OperatorAction:
         if self.form is EditForm:
             current = subject.revisions.filter(number=subject.current_revision).first()
             return EditForm(data, revision=current)
+        if self.form is ResidentMessageForm:
+            return ResidentMessageForm(data, enquiry=subject)
+        if self.form is CancelForm:
+            return CancelForm(data, operation=subject)
         return self.form(data)
 
     def nothing_to_do(self, subject, form) -> str:
@@ -146,11 +152,14 @@ _ALL = [
         "Cancel safely",
         "Stops this operation for good. Nothing is sent; nothing at the destination is undone. "
         "(Cancelling the CRM write an enquiry waits on also closes the enquiry as Rejected: its "
-        "page says so before the click.)",
+        "page says so before the click, and the resident is e-mailed your message to them, the "
+        "“Closed” message.)",
         False,
         "cancel",
         messages.OPERATION_DONE["cancel"],
         ledger_services.cancel_operation,
+        form=CancelForm,
+        extra=("resident_message",),
     ),
     OperatorAction(
         "compensate",
@@ -217,11 +226,14 @@ _ALL = [
         "request_information",
         ENQUIRY,
         "Request information",
-        "Asks the customer for what is missing; the enquiry waits.",
+        "Asks the resident for what is missing, in your message to them (e-mailed as the "
+        "“We need more information” message); the enquiry waits.",
         False,
         "request-information",
         messages.ENQUIRY_DONE["request_information"],
         intake_services.request_information,
+        form=ResidentMessageForm,
+        extra=("resident_message",),
         transition="request_information",
         permissions=("intake.review_enquiry",),
         runbook="needs-information",
@@ -243,11 +255,14 @@ _ALL = [
         "reject",
         ENQUIRY,
         "Reject",
-        "Closes the enquiry without delivering it.",
+        "Closes the enquiry without delivering it; the resident is e-mailed your message to "
+        "them (the “Not taken forward” message).",
         False,
         "reject",
         messages.ENQUIRY_DONE["reject"],
         intake_services.reject_enquiry,
+        form=ResidentMessageForm,
+        extra=("resident_message",),
         transition="reject",
         permissions=("intake.review_enquiry",),
     ),

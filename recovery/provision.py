@@ -39,7 +39,7 @@ from recovery.setupforms import PERIOD_BOUNDS
 ACTOR = "system:provision"
 TOP = {"reason", "people", "categories", "queues", "integrations"}
 PERSON = {"roles", "email", "may_recover", "active"}
-CATEGORY = {"name", "description", "keywords", "active", "books_appointments"}
+CATEGORY = {"name", "description", "keywords", "active", "books_appointments", "tells_resident"}
 QUEUE = {"owner", "backup_owner", "response_period", "review_cadence"}
 INTEGRATION = {"owner"}
 
@@ -188,7 +188,7 @@ def _read_category(slug: str, category) -> dict:
             changes[key] = _field_clean(Category, key, value, f"{where}.{key}")
     if "keywords" in category:
         changes["keywords"] = _read_keywords(category["keywords"], f"{where}.keywords")
-    for key in ("active", "books_appointments"):
+    for key in ("active", "books_appointments", "tells_resident"):
         if key in category:
             changes[key] = _typed(category[key], bool, f"{where}.{key}")
     return changes

@@ -28,7 +28,14 @@ from recovery.models import Queue, ResponsePolicy
 from recovery.roles import ROLE_PERMISSIONS
 
 POLICY_FIELDS = ("owner", "backup_owner", "response_period", "review_cadence")
-CATEGORY_FIELDS = ("name", "description", "keywords", "active", "books_appointments")
+CATEGORY_FIELDS = (
+    "name",
+    "description",
+    "keywords",
+    "active",
+    "books_appointments",
+    "tells_resident",
+)
 ROLES = tuple(ROLE_PERMISSIONS)  # coordinator, reviewer, admin: each a group of that name
 # Given per person beside a role: retry and complete failed writes by hand (the owner of failed
 # work needs it; the coordinator role does not have it by default).

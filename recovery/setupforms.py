@@ -65,6 +65,7 @@ class CategoryForm(forms.ModelForm):
         labels = {
             "slug": "Key (used in the address and by the suggester)",
             "books_appointments": "Enquiries in it book appointments",
+            "tells_resident": "Handover e-mails its residents at each step",
             "active": "Active (may be suggested and chosen)",
         }
         widgets = {

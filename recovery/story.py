@@ -33,6 +33,8 @@ ENQUIRY_STEPS = {
     "intake.enquiry.resident_answered": ("The resident answered: a new revision", ""),
     "intake.enquiry.attached_as_reply": ("Attached to another enquiry as a reply", ""),
     "intake.enquiry.new_link_requested": ("The resident asked for a new link", ""),
+    # A step the resident should have heard about, and why they were not told (ledger.wording).
+    "ledger.resident_message.not_sent": ("Nothing sent to the resident", "wait"),
 }
 # A person's action on an operation, in the words of the button they pressed.
 OPERATION_ACTIONS = {

@@ -13,6 +13,7 @@ from recovery.views import (
     queue,
     setup,
     slots,
+    wording,
 )
 
 app_name = "recovery"
@@ -71,6 +72,12 @@ urlpatterns = [
     path("console/drill/", dashboard.drill, name="drill"),
     path("console/runbooks/", dashboard.runbook_index, name="runbooks"),
     path("console/messages/", notices.notice_list, name="notices"),
+    path("console/messages/<slug:kind>/", wording.template_edit, name="message-template"),
+    path(
+        "console/enquiries/<str:reference>/preview/<slug:action>/",
+        wording.action_preview,
+        name="enquiry-preview",
+    ),
     path("console/me/", notices.my_notices, name="me"),
     path("console/runbooks/<slug:slug>/", dashboard.runbook, name="runbook"),
     path("metrics", dashboard.metrics, name="metrics"),

@@ -28,6 +28,8 @@ class SmtpSendConnector(Connector):
             "message_id": notices.message_id(operation.idempotency_key),
             "reference": operation.payload.get("reference"),
             "template": operation.payload.get("template"),
+            # Which version of a resident message's template its words were made from.
+            "template_version": operation.payload.get("template_version"),
         }
 
     def call(self, operation):

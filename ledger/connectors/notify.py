@@ -15,6 +15,8 @@ class NotifyConnector(Connector):
             "path": http.path(*MESSAGES),
             "reference": operation.payload.get("reference"),
             "template": operation.payload.get("template"),
+            # Which version of a resident message's template its words were made from.
+            "template_version": operation.payload.get("template_version"),
         }
 
     def call(self, operation):

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from config import roundtrip
-from ledger import effects, failpoints, http, journal, limits, reads, storable
+from ledger import effects, failpoints, http, journal, limits, reads, storable, wording
 from ledger.connectors.base import CallResult, ConnectorError, ErrorKind
 from ledger.execution import retrying
 from ledger.execution.locking import lock_operation, save_changed, step
@@ -134,6 +134,16 @@ def claim(op_id):
                 actor=actor,
                 reason=f"the approval of revision {op.revision} no longer stands",
                 evidence={"approved_revision": enquiry.approved_revision},
+            )
+            save_changed(op)
+            return None
+        if op.action == Action.SEND_NOTICE and (passed := wording.moment_passed(op, enquiry)):
+            # A message to a resident says only what is true when it is sent: one whose moment
+            # has passed (an acknowledgement after approval) is cancelled, never sent.
+            op.cancel(
+                actor=actor,
+                reason=f"not sent: {passed}",
+                evidence={"template": op.payload.get("template"), "enquiry_state": enquiry.state},
             )
             save_changed(op)
             return None

@@ -23,6 +23,7 @@ from ledger.proposals import (
     propose_information_request,
     propose_message,
     propose_receipt_work,
+    propose_resident_message,
     supersede_revision,
 )
 from ledger.services.actions import (
@@ -68,6 +69,7 @@ __all__ = [
     "propose_information_request",
     "propose_message",
     "propose_receipt_work",
+    "propose_resident_message",
     "reassign_operation",
     "reconcile_now",
     "release_backlog",

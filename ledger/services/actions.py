@@ -13,7 +13,7 @@ from django_fsm import TransitionNotAllowed
 
 from intake.classification import record_review_outcome
 from intake.models import Enquiry, EnquiryState
-from ledger import failpoints, journal, messages
+from ledger import failpoints, journal, messages, storable
 from ledger.execution import schedule_reconcile
 from ledger.models import Action, Operation, OperationState, payload_hash
 from ledger.policies import (
@@ -168,10 +168,12 @@ def complete_by_hand(op_id, *, actor, reason, external_id) -> Operation:
     return op
 
 
-def cancel_operation(op_id, *, actor, reason) -> Operation:
+def cancel_operation(op_id, *, actor, reason, resident_message="") -> Operation:
     """Stop an operation for good. The CRM write of an enquiry waiting on it (approved, or its
     submission unknown) ends the enquiry too (withdrawn: Rejected, not delivered), so that
-    needs a reviewer's permission (ledger.models.cancel_permission), checked under the lock."""
+    needs a reviewer's permission (ledger.models.cancel_permission), checked under the lock;
+    ``resident_message`` is then what the resident is told (the "closed" message), apart from
+    the reason. Without one, nothing is sent and the enquiry's journal says so."""
     with operator_action(op_id, CANCEL, actor=actor, reason=reason) as act:
         enquiry, op = act.enquiry, act.op
         ends = op.ends_enquiry()
@@ -189,6 +191,11 @@ def cancel_operation(op_id, *, actor, reason) -> Operation:
                     "operation": str(op.pk),
                     "outcome": "delivery cancelled",
                     "earlier_request_unanswered": op.unanswered_calls() > 0,
+                    **(
+                        {"resident_message": storable.text(resident_message, 4000).strip()}
+                        if (resident_message or "").strip()
+                        else {}
+                    ),
                 },
             )
             enquiry.save()

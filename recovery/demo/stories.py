@@ -50,7 +50,16 @@ REVIEW = (
         category="repairs",
         steps=(
             Intake(explanation="Mentions a boiler: housing repairs."),
-            Step(45, "request_information", "reviewer", "no address or access times"),
+            Step(
+                45,
+                "request_information",
+                "reviewer",
+                "no address or access times",
+                evidence={
+                    "resident_message": "Please tell us the address of the property with the "
+                    "broken boiler, and the days and times someone can let our engineer in."
+                },
+            ),
         ),
     ),
     # Unresolved classification, waiting for review.
@@ -169,6 +178,20 @@ DELIVERY = (
         hours_ago=72,
         category="repairs",
         steps=(
+            # Acknowledged when it arrived.
+            Write(
+                Action.SEND_NOTICE,
+                "notify",
+                0.02,
+                (
+                    (0, "approve", "acknowledgement"),
+                    (0.01, "submit", "claimed"),
+                    (0.02, "confirm", "202"),
+                ),
+                external_id="MSG-5512",
+                records=("MSG-5512",),
+                attempts=(Call(0.03, "success", status=202),),
+            ),
             Intake(explanation="Mentions broken: housing repairs."),
             approve(10),
             Write(
@@ -196,19 +219,6 @@ DELIVERY = (
             ),
             Step(10.12, "submit", WORKER),
             Step(10.2, "confirm", WORKER),
-            Write(
-                Action.SEND_NOTICE,
-                "notify",
-                10.3,
-                (
-                    (0, "approve", "acknowledgement"),
-                    (0.1, "submit", "claimed"),
-                    (0.2, "confirm", "202"),
-                ),
-                external_id="MSG-5512",
-                records=("MSG-5512",),
-                attempts=(Call(10.35, "success", status=202),),
-            ),
             ProposeCompensation(
                 60 * 24,
                 Action.CLOSE_ENQUIRY,
@@ -233,7 +243,17 @@ DELIVERY = (
                 30,
                 ((1, "cancel", "enquiry rejected before approval", SEED),),
             ),
-            Step(31, "reject", "reviewer", "test submission, not a real enquiry"),
+            Step(
+                31,
+                "reject",
+                "reviewer",
+                "test submission, not a real enquiry",
+                evidence={
+                    "resident_message": "Your message reads as a test, so we have not passed it "
+                    "on. If you do need our help, please write to us again and tell us what it "
+                    "is about."
+                },
+            ),
         ),
     ),
     # The document store is paused, with one read held for the backlog review: approved and

@@ -206,6 +206,29 @@ TROUBLE = (
         hours_ago=6,
         category="waste",
         steps=(
+            # Its acknowledgement failed when it arrived: sending it now would say nobody has
+            # read an enquiry that has been passed on, so a retry is cancelled, not sent.
+            Write(
+                Action.SEND_NOTICE,
+                "notify",
+                0.02,
+                (
+                    (0, "approve", "acknowledgement"),
+                    (0.01, "submit", "claimed"),
+                    (0.1, "fail", "retry budget used"),
+                ),
+                attention="retry_budget_exhausted",
+                error=("transient", "connection refused"),
+                attempts=tuple(
+                    Call(
+                        0.03 + i * 0.03,
+                        "transient",
+                        error_class="transient",
+                        error_message="ConnectionRefusedError: the provider is not listening",
+                    )
+                    for i in range(3)
+                ),
+            ),
             Intake(explanation="Mentions waste collection."),
             approve(15),
             Write(
@@ -226,27 +249,6 @@ TROUBLE = (
             ),
             Step(15.12, "submit", WORKER),
             Step(15.2, "confirm", WORKER, "CRM record CRM-20431"),
-            Write(
-                Action.SEND_NOTICE,
-                "notify",
-                15.3,
-                (
-                    (0, "approve", "acknowledgement"),
-                    (0.1, "submit", "claimed"),
-                    (0.2, "fail", "retry budget used"),
-                ),
-                attention="retry_budget_exhausted",
-                error=("transient", "connection refused"),
-                attempts=tuple(
-                    Call(
-                        15.4 + i,
-                        "transient",
-                        error_class="transient",
-                        error_message="ConnectionRefusedError: the provider is not listening",
-                    )
-                    for i in range(3)
-                ),
-            ),
         ),
     ),
     # The CRM holds two records for one reference.

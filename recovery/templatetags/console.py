@@ -184,3 +184,13 @@ def references(value):
     text rather than failing the page)."""
     parts = [part.strip() for part in str(value or "").split(",") if part.strip()]
     return [(part, bool(re.fullmatch(r"[\w-]{1,64}", part))) for part in parts]
+
+
+@register.simple_tag
+def mail_preview(enquiry, action, typed=""):
+    """The e-mail ``action`` would send ``enquiry``'s resident with ``typed`` as the message to
+    them (recovery.views.wording.preview): the form's preview before anything is typed, and
+    again when a refused form comes back."""
+    from recovery.views.wording import preview
+
+    return preview(enquiry, action, typed or "")

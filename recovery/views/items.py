@@ -163,6 +163,8 @@ def decorate(op, user, journal, *, bound=None, placed=None):
         "cancel": explain.cancel_help(op),
     }
     op.cancel_label = explain.cancel_label(op)
+    # Cancelling it closes the enquiry: its form asks for the message to the resident.
+    op.closes_enquiry = op.ends_enquiry()
     op.forms = [
         {
             "action": a,

@@ -1,5 +1,6 @@
-"""The messages Handover sends people, as an admin reads them: each template rendered with its
-sample values (ledger.notices), text and HTML, with who gets it and when."""
+"""The messages Handover sends people, as an admin reads them: the residents' (ledger.wording,
+each filled for a real enquiry, with its version and a link to edit it: recovery.views.wording)
+and the operators' (ledger.notices, with sample values), text and HTML, who gets each and when."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import recovery.messages
 from ledger import journal, notices
 from recovery.models import NoticePreference, OperatorNotice
 from recovery.views.common import console_view
+from recovery.views.wording import resident_messages
 
 _BODY = re.compile(r"<body[^>]*>(.*)</body>", re.S | re.I)
 
@@ -41,7 +43,8 @@ def notice_list(request):
                 "html": mark_safe(_body(html)),
             }
         )
-    return render(request, "recovery/notices.html", {"shown": shown})
+    context = {"shown": shown, **resident_messages(request)}
+    return render(request, "recovery/notices.html", context)
 
 
 @require_http_methods(["GET", "POST"])

@@ -126,6 +126,7 @@ LEDGER_LAYERS = [
             "ledger.queueing",
             "ledger.worker",
             "ledger.failpoints",
+            "ledger.wording",
             "ledger.notices",
             "ledger.appointments",
             "ledger.extraction",

@@ -59,7 +59,9 @@ def drive(enquiry: Enquiry, state: str, *, person=None) -> Enquiry:
     for name, who in PATHS[state]:
         actor = (person or factory_reviewer()) if who == "reviewer" else who
         with transaction.atomic():
-            getattr(enquiry, name)(actor=actor, reason=f"factory: {name}")
+            # A transition the resident is told about carries the words written for them.
+            evidence = {"resident_message": f"factory: {name}, for the resident"}
+            getattr(enquiry, name)(actor=actor, reason=f"factory: {name}", evidence=evidence)
             enquiry.save()
     return enquiry
 

@@ -141,7 +141,9 @@ def test_revise_by_a_person_without_permission_is_denied(make_user):
 
 def test_request_information_then_received(reviewer):
     enquiry = EnquiryFactory(state="ready_for_review")
-    services.request_information(enquiry.pk, actor=reviewer, reason="which address?")
+    services.request_information(
+        enquiry.pk, actor=reviewer, reason="which address?", resident_message="Your address?"
+    )
     assert Enquiry.objects.get(pk=enquiry.pk).state == "needs_information"
     services.information_received(enquiry.pk, actor="system:mailbox", reason="customer replied")
     assert Enquiry.objects.get(pk=enquiry.pk).state == "ready_for_review"
@@ -151,7 +153,7 @@ def test_request_information_then_received(reviewer):
 
 def test_reject_closes_and_then_refuses_everything(reviewer):
     enquiry = EnquiryFactory(state="validated")
-    services.reject_enquiry(enquiry.pk, actor=reviewer, reason="spam")
+    services.reject_enquiry(enquiry.pk, actor=reviewer, reason="spam", resident_message="Sorry.")
     enquiry.refresh_from_db()
     assert enquiry.state == "rejected" and enquiry.closed_at is not None
     with pytest.raises(services.ActionRefused, match="cannot request information"):
@@ -227,7 +229,9 @@ def _an_action_on_each_side(make_user):
     reviewer, coordinator = make_user("reviewer"), make_user("coordinator")
 
     def reject(reason):
-        return services.reject_enquiry(enquiry.pk, actor=reviewer, reason=reason)
+        return services.reject_enquiry(
+            enquiry.pk, actor=reviewer, reason=reason, resident_message="We will not go on."
+        )
 
     def cancel(reason):
         return ledger_services.cancel_operation(op.pk, actor=coordinator, reason=reason)

@@ -246,7 +246,11 @@ class EnquiryMachine(RuleBasedStateMachine):
         rows = list(
             JournalEntry.objects.filter(
                 subject_type="intake.enquiry", subject_id=str(self.enquiry.pk)
-            ).order_by("at", "id")
+            )
+            # The ledger's note that the resident was not told (no message written here) is
+            # about the enquiry but is no transition.
+            .exclude(action="ledger.resident_message.not_sent")
+            .order_by("at", "id")
         )
         assert len(rows) == self.transitions
         previous = "received"

@@ -181,12 +181,15 @@ def test_a_refused_connection_is_tried_again_until_the_relay_is_back(
     assert mail.count(notices.message_id(op.idempotency_key)) == 1
 
 
-def test_needs_information_sends_what_the_reviewer_asked_for(
+def test_needs_information_sends_the_message_to_the_resident_never_the_reason(
     email_integration, mail, make_enquiry, reviewer, run_queue
 ):
     enquiry = make_enquiry(email="resident@example.org")
     request_information(
-        enquiry.pk, actor=reviewer, reason="Which street is the bin on, and since when?"
+        enquiry.pk,
+        actor=reviewer,
+        reason="noise team needs both; ask for their address",
+        resident_message="Which street is the bin on, and since when?",
     )
     op = Operation.objects.get(enquiry=enquiry, action="notify.send")
     assert op.payload["template"] == notices.NEEDS_INFORMATION
@@ -199,14 +202,28 @@ def test_needs_information_sends_what_the_reviewer_asked_for(
     op.refresh_from_db()
     assert op.state == OperationState.CONFIRMED
     [record] = mail.messages()
+    raw = mail.read(record).decode("utf-8", "replace")
     message = parsed(mail, record)
     assert message["Message-ID"] == notices.message_id(op.idempotency_key)
     assert "more information" in message["Subject"]
     text = message.get_body(("plain",)).get_content()
+    html = message.get_body(("html",)).get_content()
     assert "Which street is the bin on, and since when?" in text
+    assert "Which street is the bin on, and since when?" in html
     assert enquiry.reference in text
+    # The journal reason stays inside Handover: not in the text, the HTML or any header.
+    for part in (text, html, raw, str(message)):
+        assert "noise team" not in part and "ask for their address" not in part
     enquiry.refresh_from_db()
     assert enquiry.state == "needs_information"
+    # The journal keeps both, marked which is which.
+    from ledger.models import JournalEntry
+
+    entry = JournalEntry.objects.get(
+        enquiry_id=enquiry.pk, action="intake.enquiry.request_information"
+    )
+    assert entry.reason == "noise team needs both; ask for their address"
+    assert entry.evidence["resident_message"] == "Which street is the bin on, and since when?"
 
 
 def test_each_request_for_information_is_its_own_message(
@@ -215,14 +232,29 @@ def test_each_request_for_information_is_its_own_message(
     from intake.services import information_received
 
     enquiry = make_enquiry()
-    request_information(enquiry.pk, actor=reviewer, reason="The street, please.")
+    request_information(
+        enquiry.pk, actor=reviewer, reason="street", resident_message="The street, please."
+    )
     information_received(enquiry.pk, actor=reviewer, reason="phoned in")
-    request_information(enquiry.pk, actor=reviewer, reason="And the house number.")
+    request_information(
+        enquiry.pk, actor=reviewer, reason="number", resident_message="And the house number."
+    )
     ops = list(Operation.objects.filter(enquiry=enquiry, action="notify.send"))
     assert len(ops) == 2
-    run_queue(until=lambda: all(settled(o.pk, OperationState.CONFIRMED)() for o in ops))
-    assert mail.stats()["received"] == 2
-    assert len(mail.stats()["by_message_id"]) == 2
+    run_queue(
+        until=lambda: all(
+            settled(o.pk, OperationState.CONFIRMED, OperationState.CANCELLED)() for o in ops
+        )
+    )
+    # The first request no longer stands (the enquiry went back to review, then was asked
+    # again): it is cancelled as its moment passed; the second is sent, once.
+    first, second = sorted(ops, key=lambda o: o.created_at)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.state == OperationState.CANCELLED
+    assert second.state == OperationState.CONFIRMED
+    assert mail.stats()["received"] == 1
+    assert mail.count(notices.message_id(second.idempotency_key)) == 1
 
 
 def test_a_failed_message_leaves_the_crm_write_alone(
@@ -232,13 +264,12 @@ def test_a_failed_message_leaves_the_crm_write_alone(
 
     mail.fault("550")
     enquiry, crm = approved_enquiry()
-    note = acknowledge(enquiry)
-    run_queue(
-        until=lambda: (
-            settled(crm.pk, OperationState.CONFIRMED)()
-            and settled(note.pk, OperationState.FAILED)()
-        )
-    )
+
+    def passed_on_failed():
+        note = Operation.objects.filter(enquiry=enquiry, payload__template="passed_on").first()
+        return note is not None and note.state == OperationState.FAILED
+
+    run_queue(until=lambda: settled(crm.pk, OperationState.CONFIRMED)() and passed_on_failed())
     enquiry.refresh_from_db()
     assert enquiry.state == "confirmed"
     assert crm_records(sandbox, enquiry.reference) == 1

@@ -76,7 +76,9 @@ def moves(enquiry_id, people):
     found.append(
         (
             "rita rejects",
-            lambda: intake_services.reject_enquiry(enquiry_id, actor=editor, reason="spam"),
+            lambda: intake_services.reject_enquiry(
+                enquiry_id, actor=editor, reason="spam", resident_message="Not for us."
+            ),
         )
     )
     for op in crm_ops(enquiry_id):

@@ -290,7 +290,10 @@ def test_make_run_seeds_the_records_its_demo_names_at_its_sandbox(tmp_path):
         assert sorted(r["id"] for r in found) == sorted(pair.result["duplicates"])
         # The confirmed acknowledgement was sent to make run's e-mail relay, which kept it.
         sent = Operation.objects.get(
-            action="notify.send", state="confirmed", enquiry__subject="Broken window latch"
+            action="notify.send",
+            state="confirmed",
+            payload__template="enquiry_received",
+            enquiry__subject="Broken window latch",
         )
         message_id = notices.message_id(sent.idempotency_key)
         kept = [f for f in mail_dir.glob("*.eml") if message_id in f.read_text()]

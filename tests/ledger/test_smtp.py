@@ -87,16 +87,24 @@ def test_the_smtp_kind_serves_only_notifications():
     ).full_clean()
 
 
+@pytest.mark.django_db
 def test_the_acknowledgement_never_claims_a_review():
-    _subject, text, html = notices.render(notices.ACKNOWLEDGEMENT, {"reference": "R-1"})
+    payload = {"template": notices.ACKNOWLEDGEMENT, "reference": "R-1"}
+    _subject, text, html = notices.resident_message(payload)
     assert "R-1" in text and "R-1" in html
     for claim in ("reviewed", "looked at", "has been read"):
         assert claim not in text.lower()
 
 
+@pytest.mark.django_db
 def test_values_are_escaped_in_html_and_kept_in_text():
-    payload = {"reference": "R-1", "request": "<script>x</script> & more\nline two"}
-    subject, text, html = notices.render(notices.NEEDS_INFORMATION, payload)
+    # A payload made before the words were kept in it: filled from the current template.
+    payload = {
+        "template": notices.NEEDS_INFORMATION,
+        "reference": "R-1",
+        "request": "<script>x</script> & more\nline two",
+    }
+    subject, text, html = notices.resident_message(payload)
     assert "<script>x</script> & more" in text
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "\n" not in subject

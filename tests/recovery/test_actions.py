@@ -201,6 +201,8 @@ def test_enquiry_action_refusals(story, client_for, people, name, role, ok_state
     from django.contrib.auth import get_user_model
 
     extra = {"subject": "Changed"} if name == "enquiry-edit" else {}
+    if name in ("enquiry-request-information", "enquiry-reject"):
+        extra = {"resident_message": "Words for the resident."}
     enquiry = story.enquiry(ok_state)
     url = reverse(f"recovery:{name}", args=[enquiry.reference])
     before = snapshot()
@@ -278,13 +280,19 @@ def test_request_information_then_received_then_reject(story, client_for):
     enquiry = story.enquiry("ready_for_review")
     ref = enquiry.reference
     c = client_for("reviewer")
-    c.post(reverse("recovery:enquiry-request-information", args=[ref]), {"reason": "address?"})
+    c.post(
+        reverse("recovery:enquiry-request-information", args=[ref]),
+        {"reason": "address?", "resident_message": "Your address, please."},
+    )
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.NEEDS_INFORMATION
     c.post(reverse("recovery:enquiry-information-received", args=[ref]), {"reason": "phoned"})
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.READY_FOR_REVIEW
-    c.post(reverse("recovery:enquiry-reject", args=[ref]), {"reason": "duplicate by phone"})
+    c.post(
+        reverse("recovery:enquiry-reject", args=[ref]),
+        {"reason": "duplicate by phone", "resident_message": "We have it by phone."},
+    )
     enquiry.refresh_from_db()
     assert enquiry.state == EnquiryState.REJECTED
     reasons = list(JournalEntry.objects.filter(enquiry=enquiry).values_list("reason", flat=True))
@@ -310,7 +318,9 @@ def test_next_must_stay_in_the_console(story, client_for, back):
     backslash, which a browser reads as a slash, is refused here as on the bulk forms."""
     enquiry = story.enquiry("ready_for_review")
     url = reverse("recovery:enquiry-reject", args=[enquiry.reference])
-    response = client_for("reviewer").post(url, {"reason": "x", "next": back})
+    response = client_for("reviewer").post(
+        url, {"reason": "x", "resident_message": "Sorry.", "next": back}
+    )
     assert response["Location"] == reverse("recovery:enquiry", args=[enquiry.reference]) + (
         "#actions"
     )

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from ledger.models import Integration, Operation, OperationState
 from ledger.notices import NOTICES
+from ledger.wording import KINDS
 from recovery.models import OperatorNotice
 from tests.recovery.browser import BROWSER
 from tests.recovery.test_browser_config import HOSTILE, LONG, login, shot, wide  # noqa: F401
@@ -19,7 +20,8 @@ def test_messages_page(wide, people):  # noqa: F811
     login(wide, people["admin"])
     wide.goto(wide.base + "/console/messages/")
     wide.wait_for_selector("#notice-operator_digest")
-    assert wide.locator("section.notice").count() == len(NOTICES)
+    # The residents' five messages, the new link and the operators' digest.
+    assert wide.locator("section.notice").count() == len(KINDS) + len(NOTICES)
     shot(wide, "messages")
     assert wide.js_errors == []
 

@@ -60,7 +60,9 @@ def test_a_refused_approve_is_shown_where_the_reviewer_acted(page, story, make_u
     page.locator("#act-rev-approve_revision summary").click()
     form = page.locator("#act-rev-approve_revision form")
     form.locator("textarea[name=reason]").fill("fields checked")
-    intake_services.reject_enquiry(enquiry.pk, actor=other, reason="spam, decided first")
+    intake_services.reject_enquiry(
+        enquiry.pk, actor=other, reason="spam, decided first", resident_message="Not for us."
+    )
     form.get_by_role("button", name="Approve revision").click()
     alert = page.locator("#actions [role=alert]")
     alert.wait_for()

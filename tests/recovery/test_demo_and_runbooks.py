@@ -20,7 +20,14 @@ def test_demo_puts_something_in_every_queue_and_state(demo):
     assert Enquiry.objects.filter(state=EnquiryState.READY_FOR_REVIEW).exists()
     test_001 = Enquiry.objects.get(reference="TEST-001")
     assert test_001.state == EnquiryState.SUBMISSION_UNKNOWN
-    assert test_001.operations.get().state == OperationState.UNKNOWN
+    assert test_001.operations.get(action="crm.create_enquiry").state == OperationState.UNKNOWN
+    # Every enquiry with an address was acknowledged when it arrived (as the receipt does).
+    with_address = Enquiry.objects.exclude(email="")
+    acknowledged = Operation.objects.filter(
+        action="notify.send", payload__template="enquiry_received"
+    )
+    assert acknowledged.count() == with_address.count()
+    assert {op.enquiry_id for op in acknowledged} == {e.pk for e in with_address}
 
 
 def test_demo_history_is_dated_in_the_past(demo):
@@ -51,6 +58,10 @@ def test_demo_journal_is_stamped_at_each_steps_minute(demo):
     assert abs(timezone.now() - timedelta(hours=1.5) - arrived) < timedelta(minutes=1)
     rows = JournalEntry.objects.filter(enquiry=test_001).order_by("at", "id")
     assert [(row.action, round((row.at - arrived).total_seconds(), 3)) for row in rows] == [
+        # The acknowledgement, sent when it arrived.
+        ("ledger.operation.approve", 1.2),
+        ("ledger.operation.submit", 1.8),
+        ("ledger.operation.confirm", 2.4),
         ("intake.enquiry.validate", 6),
         ("intake.enquiry.mark_ready_for_review", 24),
         ("intake.enquiry.approve", 720),
@@ -61,7 +72,7 @@ def test_demo_journal_is_stamped_at_each_steps_minute(demo):
         ("intake.enquiry.mark_submission_unknown", 750),
         ("intake.enquiry.assigned", 810),  # a minute after its last entry: the owner took it
     ]
-    attempts = test_001.operations.get().attempts.order_by("number")
+    attempts = test_001.operations.get(action="crm.create_enquiry").attempts.order_by("number")
     assert [(a.started_at - arrived, a.ended_at - a.started_at) for a in attempts] == [
         (timedelta(minutes=12.2), timedelta(seconds=10)),
         (timedelta(minutes=13), timedelta(seconds=0.2)),
@@ -164,11 +175,14 @@ def test_every_record_the_demo_names_is_at_the_sandbox(db, sandbox, monkeypatch)
         .exclude(external_id="")
         .values_list("external_id", flat=True)
     )
-    assert len(messages) == 1 and not any(m.startswith("MSG-") for m in messages), messages
+    # Every acknowledgement the demo shows as sent (one per enquiry with an address).
+    sent = Operation.objects.filter(action="notify.send", state="confirmed")
+    assert len(messages) == sent.count() > 1, messages
+    assert not any(m.startswith("MSG-") for m in messages), messages
     for message in messages:
         answer = requests.get(f"{sandbox.url}/notify/messages/{message}", timeout=10)
         assert answer.status_code == 200, message
-    assert sandbox.stats()["notify"]["total"] == 1
+    assert sandbox.stats()["notify"]["total"] == len(messages)
     duplicates = crm.get(attention="duplicate_records")
     reference = duplicates.enquiry.reference
     found = requests.get(

@@ -37,4 +37,4 @@ def test_a_confirmed_enquiry_with_a_failed_acknowledgement_says_so_in_its_header
     html = client_for("coordinator").get(reverse("recovery:enquiry", args=[enquiry.reference]))
     head = html.content.decode().split('id="item-head"', 1)[1].split("</h1>", 1)[0]
     assert "Confirmed" in head or "confirmed" in head
-    assert f'href="#op-{ack.pk}">Send the customer&#x27;s acknowledgement: failed</a>' in head
+    assert f'href="#op-{ack.pk}">Send a message to the resident: failed</a>' in head

@@ -117,6 +117,13 @@ MATRIX = {
     # The messages Handover sends, and a person's own e-mail settings (issue 25): an empty POST
     # is "no e-mail", saved, back to the page.
     "notices": {"GET": ALL, "POST": GET_ONLY},
+    # The words residents receive: an admin's page; an empty form is refused (422).
+    "message-template": {
+        "GET": SETUP_PAGE,
+        "POST": {None: LOGIN, "coordinator": 403, "reviewer": 403, "admin": 422},
+    },
+    # The e-mail an action would send, previewed on its form: whoever may take the action.
+    "enquiry-preview": {"GET": POST_ONLY, "POST": REVIEWERS},
     "me": {"GET": ALL, "POST": {None: LOGIN, **dict.fromkeys(ROLES[1:], 302)}},
     # A resident's reply waiting for a person: read by every role, attached or set aside by a
     # reviewer (no reason: the page again, 422, nothing changed); its documents downloaded.
@@ -202,10 +209,14 @@ def urls(story, people):
         "person": [people["coordinator"].pk],
         "document-correct": [enquiry.reference, 999999],
         "document-reprocess": [enquiry.reference, 999999],
+        "message-template": ["enquiry_received"],
+        "enquiry-preview": [enquiry.reference, "request_information"],
     }
     result = {}
     for name in MATRIX:
-        if name.startswith("op-") or name == "op-card":
+        if name in ("enquiry-preview",):
+            result[name] = reverse(f"recovery:{name}", args=args[name])
+        elif name.startswith("op-") or name == "op-card":
             result[name] = reverse(f"recovery:{name}", args=[op.pk])
         elif name.startswith("enquiry-"):
             result[name] = reverse(f"recovery:{name}", args=[enquiry.reference])

@@ -14,8 +14,14 @@ def test_every_message_is_shown_with_its_sample(client_for):
     page = response.content.decode()
     for notice in NOTICES.values():
         assert f'id="notice-{notice.name}"' in page
+    # The residents' messages, each with its words filled, when it is sent and when not.
+    from ledger import wording
+
+    for kind in wording.KINDS:
+        assert f'id="notice-{kind}"' in page
+        assert f'href="/console/messages/{kind}/"' in page  # an admin edits the words
     assert "HX-2026-000123" in page
-    assert "Please tell us the address of the property" in page
+    assert "Nobody has read it yet" in page
 
 
 def test_people_without_a_console_role_are_refused(make_user):

@@ -79,7 +79,7 @@ def test_next_waiting_skips_the_reviewers_own_edits(story, client_for, people):
 
     rejected = client.post(
         reverse("recovery:enquiry-reject", args=["ENQ-OTHER"]),
-        {"reason": "spam", "next": "/console/review/ENQ-OTHER/"},
+        {"reason": "spam", "resident_message": "Sorry.", "next": "/console/review/ENQ-OTHER/"},
     )
     assert rejected["Location"] == reverse("recovery:review") + "#content"
     listing = client.get(rejected["Location"]).content.decode()

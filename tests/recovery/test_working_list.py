@@ -308,13 +308,14 @@ def test_review_shows_revision_n_against_n_minus_1_and_the_next_opens(story, cli
 
     rejected = client.post(
         reverse("recovery:enquiry-reject", args=["ENQ-R2"]),
-        {"reason": "spam", "next": "/console/review/ENQ-R2/"},
+        {"reason": "spam", "resident_message": "Sorry.", "next": "/console/review/ENQ-R2/"},
     )
     assert rejected["Location"] == reverse("recovery:review") + "#content"
     # From the item page a decision stays on that page.
     third = story.enquiry("ready_for_review")
     from_item = client.post(
-        reverse("recovery:enquiry-reject", args=[third.reference]), {"reason": "spam"}
+        reverse("recovery:enquiry-reject", args=[third.reference]),
+        {"reason": "spam", "resident_message": "Sorry."},
     )
     assert from_item["Location"].startswith(reverse("recovery:enquiry", args=[third.reference]))
 

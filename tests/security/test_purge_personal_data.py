@@ -100,7 +100,9 @@ def make_enquiry(*, close=None, crm=None, reviewer=None, op_state="confirmed"):
         enquiry.save()
     if close == "reject":
         with transaction.atomic():
-            enquiry.reject(actor=reviewer, reason="duplicate")
+            enquiry.reject(
+                actor=reviewer, reason="duplicate", evidence={"resident_message": "A duplicate."}
+            )
             enquiry.save()
     elif close == "confirm":
         approver = reviewer.__class__.objects.create_user("approver-" + enquiry.reference[-4:])
@@ -151,6 +153,11 @@ def make_enquiry(*, close=None, crm=None, reviewer=None, op_state="confirmed"):
             for step in ("approve", "submit", last):
                 getattr(notify, step)(actor=SYSTEM)
             notify.save()
+    # The messages its transitions sent the resident (passed on, not taken forward), as a
+    # running worker would have sent them.
+    Operation.objects.filter(enquiry=enquiry, action="notify.send", state="approved").update(
+        state="confirmed"
+    )
     enquiry.refresh_from_db()
     return enquiry
 

@@ -5,7 +5,7 @@ ledger (the reads, their attempts, what the review page would show) and what the
 from __future__ import annotations
 
 from harness.drill.calendar import MAX_AGE_SECONDS
-from harness.drill.cases.steps import CLEANUP, ready_for_review
+from harness.drill.cases.steps import CLEANUP, CLEANUP_FOR_RESIDENT, ready_for_review
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
 from intake.services import reject_enquiry, revise_enquiry
@@ -47,7 +47,9 @@ def wait_stale(d: Drill, enquiry):
 
 
 def finish(d: Drill, enquiry):
-    reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+    reject_enquiry(
+        enquiry.pk, actor=d.editor, reason=CLEANUP, resident_message=CLEANUP_FOR_RESIDENT
+    )
 
 
 def appointments_slow(d: Drill, case: CaseResult):

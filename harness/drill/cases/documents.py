@@ -5,7 +5,7 @@ what the server holds (its folder, and the reads that reached it)."""
 
 from __future__ import annotations
 
-from harness.drill.cases.steps import CLEANUP
+from harness.drill.cases.steps import CLEANUP, CLEANUP_FOR_RESIDENT
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
 from harness.webdav.documents import form_pdf
@@ -55,7 +55,9 @@ def _clean_up(d: Drill, enquiry, *ops):
             cancel_operation(op.pk, actor=ACTOR, reason=CLEANUP)
     enquiry.refresh_from_db()
     if enquiry.state == EnquiryState.READY_FOR_REVIEW:
-        reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+        reject_enquiry(
+            enquiry.pk, actor=d.editor, reason=CLEANUP, resident_message=CLEANUP_FOR_RESIDENT
+        )
 
 
 def document_access_removed(d: Drill, case: CaseResult):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from harness.drill.cases.steps import CLEANUP
+from harness.drill.cases.steps import CLEANUP, CLEANUP_FOR_RESIDENT
 from harness.drill.results import CaseFailed, CaseResult
 from harness.drill.runner import ACTOR, Drill
 from harness.mailserver import MailServer
@@ -83,7 +83,9 @@ def email_no_reply(d: Drill, case: CaseResult):
         case.check(queue == "unknown", "visible in the queue", queue)
         complete_by_hand(notify.pk, actor=ACTOR, reason=CLEANUP, external_id=message_id)
         case.check(relay.count(message_id) == 1, "still one message", relay.count(message_id))
-    reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+    reject_enquiry(
+        enquiry.pk, actor=d.editor, reason=CLEANUP, resident_message=CLEANUP_FOR_RESIDENT
+    )
 
 
 def email_refused(d: Drill, case: CaseResult):
@@ -106,7 +108,9 @@ def email_refused(d: Drill, case: CaseResult):
         case.check(received == 0, "no message at the relay", received)
         case.check(queue == "failed", "visible in the queue", queue)
         cancel_operation(notify.pk, actor=ACTOR, reason=CLEANUP)
-    reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+    reject_enquiry(
+        enquiry.pk, actor=d.editor, reason=CLEANUP, resident_message=CLEANUP_FOR_RESIDENT
+    )
 
 
 def email_busy(d: Drill, case: CaseResult):
@@ -126,7 +130,9 @@ def email_busy(d: Drill, case: CaseResult):
         )
         case.check(calls == 2, "a 421 retried once", calls)
         case.check(received == 1, "exactly one message at the relay", received)
-    reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+    reject_enquiry(
+        enquiry.pk, actor=d.editor, reason=CLEANUP, resident_message=CLEANUP_FOR_RESIDENT
+    )
 
 
 OUTAGE_MESSAGES = 10

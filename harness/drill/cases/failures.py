@@ -158,23 +158,33 @@ def notification_fails(d: Drill, case: CaseResult):
     op = deliver_to_crm(d, case, enquiry)
     notify.refresh_from_db()
     count = d.records(case, enquiry)
+    passed_on = Operation.objects.filter(enquiry=enquiry, payload__template="passed_on").first()
+    if passed_on is not None:
+        d.wait_operation(
+            passed_on, lambda o: o.state == OperationState.CONFIRMED, "the passed-on message"
+        )
     messages = d.destination.notify_records(enquiry.reference)
     queue = d.queue_row("operation", notify.pk)
     case.note(
-        f"CRM {op.state} ({count} record); notification {notify.state} ({notify.attention}), "
-        f"{messages} message(s); queue: {queue}"
+        f"CRM {op.state} ({count} record); acknowledgement {notify.state} ({notify.attention}); "
+        f"passed-on message {passed_on.state if passed_on else 'none'}; {messages} message(s); "
+        f"queue: {queue}"
     )
     case.check(count == 1, "one CRM record", count)
     case.check(
         notify.state == OperationState.FAILED, "the notification open on its own", notify.state
     )
     case.check(queue == "failed", "the notification visible in the queue", queue)
-    case.check(messages == 0, "no message sent", messages)
-    # Retried on its own: the CRM write is not repeated.
+    case.check(passed_on is not None, "the resident told it was passed on", passed_on)
+    case.check(messages == 1, "one message sent: the passed-on one", messages)
+    # Retried after delivery, the acknowledgement ("nobody has read it yet") is no longer true:
+    # it is cancelled with its reason, not sent; the CRM write is not repeated.
     retry_operation(notify.pk, actor=ACTOR, reason=CLEANUP)
     d.wait_operation(
-        notify, lambda o: o.state == OperationState.CONFIRMED, "the retried notification"
+        notify, lambda o: o.state == OperationState.CANCELLED, "the retried acknowledgement"
     )
     after = d.destination.records(enquiry.reference)
-    case.note(f"notification retried: {notify.state}; CRM records still {after}")
+    sent = d.destination.notify_records(enquiry.reference)
+    case.note(f"acknowledgement retried: {notify.state}; CRM records still {after}")
     case.check(after == 1, "retrying the notification did not touch the CRM", after)
+    case.check(sent == 1, "the outdated acknowledgement was not sent", sent)

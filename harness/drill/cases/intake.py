@@ -8,7 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from harness.drill.cases.steps import CLEANUP, deliver_to_crm, ready_for_review
+from harness.drill.cases.steps import (
+    CLEANUP,
+    CLEANUP_FOR_RESIDENT,
+    deliver_to_crm,
+    ready_for_review,
+)
 from harness.drill.results import CaseResult
 from harness.drill.runner import Drill
 from intake.models import Enquiry, EnquiryState, IntakeEvent, Suggestion
@@ -125,4 +130,6 @@ def uncertain_classification(d: Drill, case: CaseResult):
     case.check(enquiry.category_id is None, "no category guessed")
     case.check(queue == "unresolved_classification", "in the review queue", queue)
     case.check(case.destination_records == 0, "nothing written", case.destination_records)
-    reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+    reject_enquiry(
+        enquiry.pk, actor=d.editor, reason=CLEANUP, resident_message=CLEANUP_FOR_RESIDENT
+    )

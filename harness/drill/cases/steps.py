@@ -9,6 +9,8 @@ from intake.models import Enquiry, EnquiryState
 from ledger.models import Operation, OperationState
 
 CLEANUP = "drill: case finished, resolving the drill's own item"
+# What the drill's own resident is told when its item is closed at the end of a case.
+CLEANUP_FOR_RESIDENT = "This enquiry was part of a test of our systems; nothing more will happen."
 
 
 def ready_for_review(d: Drill, case: CaseResult, **fields) -> Enquiry:
