@@ -60,7 +60,7 @@ def drive(enquiry: Enquiry, state: str, *, person=None) -> Enquiry:
         actor = (person or factory_reviewer()) if who == "reviewer" else who
         with transaction.atomic():
             # A transition the resident is told about carries the words written for them.
-            evidence = {"resident_message": f"factory: {name}, for the resident"}
+            evidence = {"resident_message": f"Words written for the resident ({name})."}
             getattr(enquiry, name)(actor=actor, reason=f"factory: {name}", evidence=evidence)
             enquiry.save()
     return enquiry

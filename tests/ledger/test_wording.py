@@ -80,14 +80,19 @@ def test_a_line_whose_placeholders_are_all_empty_is_left_out():
     assert "Their reference is CRM-9." in wording.fill(body, {"destination_reference": "CRM-9"})
 
 
-def test_the_answer_link_is_empty_until_the_resident_page_exists_and_the_words_read_well(
-    make_enquiry,
+def test_every_message_links_the_residents_page_and_says_whether_replies_are_read(
+    make_enquiry, settings
 ):
     enquiry = make_enquiry(email="a@example.org")
-    assert wording.answer_link(enquiry) == ""
+    settings.RESIDENT_REPLY_DOMAIN = ""
     for kind in wording.KINDS:
-        payload = wording.resident_payload(kind, enquiry, message_to_resident="x")
-        assert "here:" not in payload["body"] and "{" not in payload["body"], kind
+        body = wording.resident_payload(kind, enquiry, message_to_resident="x")["body"]
+        linked = "{answer_link}" in wording.KINDS[kind].body
+        assert ("/r/" in body) == linked and "{" not in body, kind
+        assert wording.REPLIES_NOT_READ in body, kind
+    settings.RESIDENT_REPLY_DOMAIN = "replies.example.org"
+    body = wording.resident_payload(wording.NEEDS_INFORMATION, enquiry, message_to_resident="x")
+    assert wording.REPLIES_READ in body["body"] and wording.REPLIES_NOT_READ not in body["body"]
 
 
 def test_html_is_derived_from_the_text_with_links():
