@@ -1,5 +1,7 @@
 """System checks for configuration that would otherwise fail quietly in production."""
 
+import os
+
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
@@ -43,6 +45,29 @@ def reads_leave_a_worker(app_configs, **kwargs):
                 "workers: a slow document store can hold back every write and message.",
                 hint=f"Set READS_MAX_IN_FLIGHT to at most {workers - 1} (or unset it).",
                 id="handover.W003",
+            )
+        ]
+    return []
+
+
+@register()
+def resident_uploads_fit_the_server(app_configs, **kwargs):
+    """A resident's answer (ledger.residentpage) must fit inside the web server's bound on a
+    request (config.serve's WEB_MAX_BODY_BYTES), or the resident meets the server's bare 413
+    instead of the page's words."""
+    try:
+        server = int(os.environ.get("WEB_MAX_BODY_BYTES") or 1024 * 1024)
+    except ValueError:
+        return []  # config.serve refuses the value itself, naming it
+    most = settings.RESIDENT_UPLOAD_MAX_FILES * settings.RESIDENT_UPLOAD_MAX_BYTES + 256 * 1024
+    if most > server:
+        return [
+            Warning(
+                f"A resident's answer may carry {most:,} bytes (RESIDENT_UPLOAD_MAX_FILES x "
+                f"RESIDENT_UPLOAD_MAX_BYTES, and its text), more than the web server accepts "
+                f"(WEB_MAX_BODY_BYTES={server:,}): a resident would get the server's bare 413.",
+                hint="Lower the resident's limits, or raise WEB_MAX_BODY_BYTES with them.",
+                id="handover.W004",
             )
         ]
     return []

@@ -256,8 +256,11 @@ CONSOLE_URL = env_str("CONSOLE_URL", "http://127.0.0.1:8000")
 # may send.
 RESIDENT_LINK_DAYS = env_int("RESIDENT_LINK_DAYS", 30, minimum=1)
 RESIDENT_REPLY_DOMAIN = env_str("RESIDENT_REPLY_DOMAIN", "")
-RESIDENT_UPLOAD_MAX_BYTES = env_int("RESIDENT_UPLOAD_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
-RESIDENT_UPLOAD_MAX_FILES = env_int("RESIDENT_UPLOAD_MAX_FILES", 5, minimum=1)
+# The defaults fit inside the web server's own bound on a request (WEB_MAX_BODY_BYTES, 1 MiB),
+# so that a resident is refused in words by the page, never by the server's bare 413
+# (handover.W004 checks the two together).
+RESIDENT_UPLOAD_MAX_BYTES = env_int("RESIDENT_UPLOAD_MAX_BYTES", 250 * 1024, minimum=1024)
+RESIDENT_UPLOAD_MAX_FILES = env_int("RESIDENT_UPLOAD_MAX_FILES", 3, minimum=1)
 RESIDENT_ANSWERS_PER_HOUR = env_int("RESIDENT_ANSWERS_PER_HOUR", 10, minimum=1)
 INTEGRATIONS = {
     "crm": env_address("CRM_BASE_URL", SANDBOX_URL),

@@ -116,7 +116,7 @@ def test_an_upload_is_kept_with_the_answer_and_named_in_the_revision(client, ask
         ([("notes.txt", b"just text")], "not a PDF, JPEG or PNG"),
         ([("fake.pdf", b"MZ\x90\x00 an exe")], "not a PDF, JPEG or PNG"),
         ([("empty.pdf", b"")], "is empty"),
-        ([(f"f{i}.pdf", PDF) for i in range(6)], "at most 5 documents"),
+        ([(f"f{i}.pdf", PDF) for i in range(4)], "at most 3 documents"),
         ([("big.pdf", PDF + b"0" * 2048)], "larger than 1 KB"),
     ],
 )
