@@ -8,8 +8,8 @@ table and fails on an upward import or an import circle):
    ``rates``, ``queueing``, ``worker``, ``failpoints``, ``notices``, ``appointments``,
    ``extraction``). No connector: a kind of destination registers itself with the model
    (``models.register_kinds``).
-2. the destinations: ``errors``, ``http``, ``limits``, ``smtp``, ``connectors``, ``kinds``,
-   ``integrations``. Adding a kind touches this layer only.
+2. the destinations: ``errors``, ``reading``, ``http``, ``limits``, ``smtp``, ``connectors``,
+   ``kinds``, ``integrations``. Adding a kind touches this layer only.
 3. ``policies``: what each action is and who may act on it, and which connector carries an
    operation out.
 4. ``proposals``: the work the ledger proposes itself.

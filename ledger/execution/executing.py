@@ -26,7 +26,7 @@ from ledger.execution.outcomes import (
     wait_until,
 )
 from ledger.models import Action, Attempt, OperationState, payload_hash
-from ledger.policies import connector_for, retry_budget
+from ledger.policies import connector_for, policy_for, retry_budget
 from ledger.queueing import EXECUTE, enqueue
 from ledger.worker import worker_actor, worker_name
 
@@ -69,23 +69,35 @@ def _call(op, attempt, shortcut, scope) -> str:
     except Exception as exc:
         # A crash inside Handover's own code, never the destination's answer. Before any
         # request went out nothing was sent: internal, for a person. After one went out the
-        # destination may have acted: uncertain, reconciled, and still said to be ours.
+        # destination may have acted: uncertain, reconciled, and still said to be ours. A
+        # read changed nothing wherever it failed: internal, told once, never retried as if
+        # the destination might have acted.
         logger.exception("error inside Handover while calling for %s", op.pk)
         return record_failure(
             op.pk,
             attempt,
-            internal_error(exc, sent=http.requests_started() != started),
+            internal_error(
+                exc,
+                sent=http.requests_started() != started,
+                read=not policy_for(op).is_write,
+            ),
             actor=actor,
         )
     failpoints.hit("after_call_succeeded", op)
     return record_success(op.pk, attempt, result, actor=actor)
 
 
-def internal_error(exc, *, sent: bool) -> ConnectorError:
+def internal_error(exc, *, sent: bool, read: bool = False) -> ConnectorError:
     what = f"{type(exc).__name__}: {exc}"[:500]
     if not sent:
         return ConnectorError(
             ErrorKind.INTERNAL, f"error inside Handover before anything was sent ({what})"
+        )
+    if read:
+        return ConnectorError(
+            ErrorKind.INTERNAL,
+            f"error inside Handover while reading what the destination answered ({what}); a "
+            "read changes nothing at the destination",
         )
     error = ConnectorError(
         ErrorKind.UNCERTAIN,

@@ -135,6 +135,7 @@ LEDGER_LAYERS = [
         "destinations",
         {
             "ledger.errors",
+            "ledger.reading",
             "ledger.http",
             "ledger.limits",
             "ledger.smtp",
