@@ -79,3 +79,45 @@ def test_an_internal_error_before_sending_is_never_uncertain(approved_enquiry, s
     op.refresh_from_db()
     assert op.state != OperationState.UNKNOWN and op.last_error_class != "uncertain", outcome
     assert crm_records(sandbox, enquiry.reference) in (0, 1)
+
+
+def test_a_crash_while_reading_an_answer_is_internal_and_told_once(
+    make_enquiry, monkeypatch, db, run_queue
+):
+    """A read changes nothing at the destination: a failure of Handover's own after its request
+    went out (an answer it cannot parse) is internal, failed at once, never "the destination
+    may have acted" and retried."""
+    from intake.models import Document
+    from ledger.integrations import ensure_integrations
+    from ledger.models import Integration
+    from ledger.proposals import propose_extraction
+    from tests.ledger.hostile import HostileServer
+
+    real_send = http.send
+
+    def crash_after(*args, **kwargs):
+        real_send(*args, **kwargs)  # the destination receives it and answers
+        raise KeyError("DURATION")
+
+    spec = {"headers": {"Content-Type": "application/json"}, "body": {"text": '{"id": "d"}'}}
+    with HostileServer(spec) as server:
+        ensure_integrations()
+        Integration.objects.filter(name="documents").update(
+            base_url=server.url, retry_budget=6, backoff_seconds=0.0, paused=False
+        )
+        monkeypatch.setattr(http, "send", crash_after)
+        enquiry = make_enquiry()
+        document = Document.objects.create(enquiry=enquiry, document_id="d", version="1")
+        op, _ = propose_extraction(enquiry, document, reason="test")
+        run_queue()
+    op.refresh_from_db()
+    assert (op.state, op.attention, op.last_error_class) == (
+        OperationState.FAILED,
+        "internal_error",
+        "internal",
+    )
+    assert op.last_error_message.startswith("error inside Handover while reading")
+    assert "may have acted" not in op.last_error_message
+    assert op.attempts.count() == 1 and len(server.requests) == 1
+    said = explain.external_change(op)
+    assert "answered a read" in said and "before anything was sent" not in said

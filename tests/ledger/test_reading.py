@@ -177,3 +177,116 @@ def test_a_gigabyte_answer_never_takes_the_reader_past_its_memory_limit(name):
     assert spec["words"] in said["message"]
     grown_mb = (said["after_kb"] - said["before_kb"]) / 1024
     assert grown_mb < MEMORY_LIMIT_MB, f"the read took the process {grown_mb:.0f} MB higher"
+
+
+# -- what a bounded read means to an operation -----------------------------------------------
+
+TOKEN = "handover:s3cret-of-the-store"
+
+
+@pytest.fixture
+def point(db):
+    """point(name, server, **row): the integration ``name`` sends to ``server``."""
+    from ledger.integrations import ensure_integrations
+    from ledger.models import Integration
+
+    def at(name, server, **row):
+        ensure_integrations()
+        values = {
+            "base_url": server.url,
+            "token": "",
+            "timeout_seconds": 3.0,
+            "retry_budget": 3,
+            "backoff_seconds": 0.0,
+            "supports_lookup": True,
+            "settle_delay_seconds": 0.0,
+            "paused": False,
+            **row,
+        }
+        Integration.objects.filter(name=name).update(**values)
+        return Integration.objects.get(name=name)
+
+    return at
+
+
+@pytest.fixture
+def read_document(make_enquiry, run_queue):
+    """read_document() -> (operation, document) once the read has an outcome."""
+    from intake.models import Document
+    from ledger.models import Operation, OperationState
+    from ledger.proposals import propose_extraction
+
+    def run(document_id="letter.txt", version="v1"):
+        enquiry = make_enquiry()
+        document = Document.objects.create(
+            enquiry=enquiry, document_id=document_id, version=version
+        )
+        op, _ = propose_extraction(enquiry, document, reason="test")
+        final = (OperationState.CONFIRMED, OperationState.FAILED, OperationState.UNKNOWN)
+        run_queue(until=lambda: Operation.objects.get(pk=op.pk).state in final)
+        op.refresh_from_db()
+        document.refresh_from_db()
+        return op, document
+
+    return run
+
+
+@pytest.mark.parametrize("name", ["deep_json", "gzip_bomb_document", "huge_declared", "brotli"])
+def test_a_document_read_with_a_hostile_answer_fails_once_as_invalid(point, read_document, name):
+    from ledger.models import OperationState
+
+    spec = answer(name)
+    with HostileServer(spec) as server:
+        point("documents", server)
+        op, _document = read_document()
+    assert (op.state, op.attention, op.last_error_class) == (
+        OperationState.FAILED,
+        "invalid",
+        "invalid",
+    )
+    assert spec["words"] in op.last_error_message
+    assert op.attempts.count() == 1
+    assert len(server.requests) == 1  # told once, never retried
+
+
+def test_a_document_that_echoes_the_credential_is_shown_without_it(point, read_document):
+    from ledger.models import OperationState
+
+    with HostileServer(answer("echo_authorization")) as server:
+        point("documents", server, kind="webdav", token=TOKEN)
+        op, document = read_document()
+    assert op.state == OperationState.CONFIRMED, op.last_error_message
+    assert document.text == "Dear council, your request said: [redacted]."
+    sent = server.requests[0][1]["authorization"]
+    assert sent.startswith("Basic ") and sent.split()[1] not in document.text
+
+
+@override_settings(READ_BUDGET_SECONDS=4.0)
+def test_a_document_that_drips_is_too_slow_to_read_and_not_retried(point, read_document):
+    from ledger.models import OperationState
+
+    with HostileServer({**answer("drip"), "headers": {"ETag": '"v1"'}}) as server:
+        point("documents", server, kind="webdav", token=TOKEN)
+        op, document = read_document()
+    assert (op.state, op.last_error_class) == (OperationState.FAILED, "invalid")
+    assert "too slow to read" in op.last_error_message
+    assert len(server.requests) == 1
+    assert document.status == "failed" and "too slow to read" in document.error
+
+
+def test_a_create_answered_201_with_a_bomb_is_unknown_never_refused(point, make_enquiry, reviewer):
+    """The CRM said 201: it created the case. The answer could not be read, so the ID is not
+    known: uncertain (reconciled by a look-up), never *invalid* (a person might send it again)."""
+    from ledger import tasks
+    from ledger.models import OperationState
+    from tests.ledger.conftest import approver
+
+    with HostileServer({**answer("gzip_bomb"), "status": 201}) as server:
+        point("crm", server)
+        _enquiry, op = approver(make_enquiry, reviewer)()
+        tasks.execute_operation(str(op.pk))
+    op.refresh_from_db()
+    assert op.state == OperationState.UNKNOWN
+    assert "larger than 2 MB after decompression" in op.last_error_message
+    assert "may have acted" in op.last_error_message
+    assert server.requests[0][0].startswith("POST ")
