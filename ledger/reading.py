@@ -123,7 +123,7 @@ class Watch:
 
     def words(self, held: int) -> str:
         return (
-            f"too slow to read: the answer took longer than {self.seconds:g} s "
+            f"too slow to read: the answer took longer than {round(self.seconds, 1):g} s "
             f"(stopped after {size(held)})"
         )
 
