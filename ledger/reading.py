@@ -251,6 +251,11 @@ def read_body(response, bounds: Bounds, watch: Watch) -> bytes:
         piece = decoder.decode(raw, allowed - len(body))
         if len(body) + len(piece) > allowed:
             decoded = len(body) + len(piece)
+            if allowed >= bounds.max_bytes and decoder.kind == "identity":
+                raise Unread(
+                    f"the answer was larger than {size(bounds.max_bytes)} (stopped reading at "
+                    f"{size(decoded)})"
+                )
             if allowed >= bounds.max_bytes:
                 raise Unread(
                     f"the answer was larger than {size(bounds.max_bytes)} after decompression "
