@@ -162,3 +162,12 @@ def test_the_token_must_be_user_colon_password(row):
     assert "token" not in KINDS["caldav"].validate(row)
     row.name = "crm"
     assert "kind" in KINDS["caldav"].validate(row)
+
+
+@time_machine.travel(NOW, tick=False)
+def test_a_calendar_that_echoes_the_credential_keeps_it_out_of_the_version(monkeypatch, row):
+    sent = "Basic aGFuZG92ZXI6czNjcmV0"  # handover:s3cret
+    echoed = PROPS.replace('"c1"', f"said {sent}").replace("tok-1", sent)
+    Calendar(monkeypatch, (207, echoed), (207, report()))
+    version = CalDavRead(row).call(Op()).result["version"]
+    assert version["ctag"] == "said [redacted]" and version["sync_token"] == "[redacted]"
