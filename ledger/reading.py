@@ -32,6 +32,7 @@ from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import HTTPError
 
 KB = 1024
 MB = 1024 * KB
@@ -241,7 +242,12 @@ def read_body(response, bounds: Bounds, watch: Watch) -> bytes:
     while True:
         if watch.expired:
             raise Unread(watch.words(len(body)))
-        raw = response.raw.read(CHUNK, decode_content=False)
+        try:
+            raw = response.raw.read(CHUNK, decode_content=False)
+        except (HTTPError, OSError):
+            if watch.expired:  # the watchdog shut the socket: too slow, not lost
+                raise Unread(watch.words(len(body))) from None
+            raise
         if watch.expired:
             raise Unread(watch.words(len(body)))
         if not raw:
