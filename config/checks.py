@@ -30,6 +30,17 @@ def timeouts_are_ordered(app_configs, **kwargs):
                 id="handover.E002",
             )
         )
+    budget = getattr(settings, "READ_BUDGET_SECONDS", None)
+    if timeout is not None and budget is not None and budget >= timeout:
+        # A read cut by its budget is told as "too slow to read"; one the cluster kills first
+        # is told as nothing at all, and taken up again.
+        errors.append(
+            Error(
+                f"READ_BUDGET_SECONDS ({budget}s) must be below the cluster timeout ({timeout}s).",
+                hint="Lower READ_BUDGET_SECONDS or raise Q_TIMEOUT.",
+                id="handover.E003",
+            )
+        )
     return errors
 
 

@@ -328,6 +328,14 @@ if not APPOINTMENTS_OPEN_HOUR < APPOINTMENTS_CLOSE_HOUR <= 24 or APPOINTMENTS_DA
         "APPOINTMENTS_DAYS at most 60"
     )
 CONNECTOR_TIMEOUT_SECONDS = env_float("CONNECTOR_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+# Bounded reads (ledger.reading, docs/integrations.md "Bounded reads"): what one answer may
+# hold once decompressed (a CRM's, a look-up's or a calendar's JSON or XML; a document), how
+# far it may grow when decompressed, and the time one call may take in all (never less than
+# its timeout). A *Check connection* runs all its calls within one READ_BUDGET_SECONDS (set
+# below Q_CLUSTER: by default 20 s, or three quarters of Q_TIMEOUT when that is less).
+READ_MAX_BYTES = env_int("READ_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
+DOCUMENT_MAX_BYTES = env_int("DOCUMENT_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+READ_MAX_RATIO = env_float("READ_MAX_RATIO", 100.0, minimum=1.0)
 # Per-integration limits (ledger.limits; the limits themselves are on each integration's row).
 # A turn this close is waited for in the worker; a later one puts the operation back on the
 # queue for it. Calls are spaced (1 + margin) / rate apart, so that arrival jitter never puts
@@ -382,16 +390,34 @@ CALENDAR_MAX_OCCURRENCES = env_int("CALENDAR_MAX_OCCURRENCES", 1000, minimum=1)
 # always find one; and the reads of one enquiry in flight at once.
 READS_MAX_IN_FLIGHT = env_int("READS_MAX_IN_FLIGHT", max(_Q_WORKERS - 1, 1), minimum=1)
 READS_PER_ENQUIRY = env_int("READS_PER_ENQUIRY", 2, minimum=1)
+# A read the cluster would kill first is never told "too slow to read" (config.checks, E003).
+READ_BUDGET_SECONDS = env_float(
+    "READ_BUDGET_SECONDS", min(20.0, Q_CLUSTER["timeout"] * 0.75), minimum=0.1
+)
 if env_str("REDIS_URL", ""):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER.pop("broker_class")
     Q_CLUSTER["redis"] = env_str("REDIS_URL")
 
+# Every record, on every handler (config.logs.configure adds the filter to Django's own too),
+# is cut to LOG_MAX_CHARS characters and has credentials redacted (config.logs.Redact). The
+# caldav library logs what a calendar answered (a credential echoed back, a gigabyte line):
+# it is silenced; the connector records every failure of a read in the attempt instead.
+LOG_MAX_CHARS = env_int("LOG_MAX_CHARS", 8000, minimum=200)
+LOGGING_CONFIG = "config.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "config.logs.Redact", "limit": LOG_MAX_CHARS}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]},
+        "silent": {"class": "logging.NullHandler"},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}, "pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "pgserver": {"level": "WARNING"},
+        "caldav": {"handlers": ["silent"], "level": "CRITICAL", "propagate": False},
+    },
 }

@@ -8,8 +8,9 @@ table and fails on an upward import or an import circle):
    ``rates``, ``queueing``, ``worker``, ``failpoints``, ``wording``, ``notices``,
    ``appointments``, ``extraction``, ``signed_events``, ``budget``). No connector: a kind of
    destination registers itself with the model (``models.register_kinds``).
-2. the destinations: ``errors``, ``http``, ``limits``, ``reads``, ``mailaddress``, ``smtpwire``,
-   ``smtp``, ``connectors``, ``kinds``, ``integrations``. Adding a kind touches this layer only.
+2. the destinations: ``errors``, ``reading``, ``http``, ``limits``, ``reads``, ``mailaddress``,
+   ``smtpwire``, ``smtp``, ``connectors``, ``kinds``, ``integrations``. Adding a kind touches
+   this layer only.
 3. ``policies``: what each action is and who may act on it, and which connector carries an
    operation out.
 4. ``proposals``: the work the ledger proposes itself.

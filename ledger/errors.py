@@ -41,6 +41,7 @@ class ConnectorError(Exception):
         evidence: dict | None = None,
         retry_after: float | None = None,
         answer: str = "",
+        unread: str = "",
     ):
         message = storable.text(message)
         super().__init__(message)
@@ -56,6 +57,9 @@ class ConnectorError(Exception):
         # What came back, without its content ("HTTP 404, text/html, 1,234 characters"): what
         # an admin's connection check shows, so it cannot read another service's pages.
         self.answer = answer
+        # Why the answer was not read in full, in plain words (a bound of ledger.reading: "the
+        # answer was larger than 2 MB after decompression ..."); "" when it was read.
+        self.unread = storable.text(unread)
 
     @property
     def retryable(self) -> bool:

@@ -34,9 +34,11 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
+import requests.utils
 from requests import exceptions as rx
+from urllib3 import exceptions as ux
 
-from ledger import failpoints, storable
+from ledger import failpoints, reading, storable
 from ledger.errors import ConnectorError, ErrorKind
 from ledger.limits import parse_retry_after
 
@@ -53,6 +55,9 @@ def _session() -> requests.Session:
     if session is None:
         session = requests.Session()
         session.trust_env = False  # destinations are configured, never an environment proxy
+        # Connections whose socket the call's time budget can shut (ledger.reading.Watch).
+        session.mount("http://", reading.Adapter())
+        session.mount("https://", reading.Adapter())
         _local.session = session
     return session
 
@@ -155,9 +160,13 @@ def send(
     params: dict | None = None,
     headers: dict | None = None,
     data: bytes | str | None = None,
+    max_bytes: int | None = None,
 ) -> HttpResult:
     """One HTTP call. Returns a 2xx result or raises ConnectorError; nothing else escapes.
     ``data``: a body sent as it is (a WebDAV/CalDAV XML query), instead of ``json_body``.
+    ``max_bytes``: the most the answer may hold once decompressed (default READ_MAX_BYTES; a
+    document's read passes DOCUMENT_MAX_BYTES). The answer is read within the bounds of
+    ledger.reading: size, decompression ratio, one time budget, JSON nesting.
 
     Every text in the result or the error has had the secrets sent with the call redacted (the
     raw ``content`` bytes, which a DAV kind parses and never stores, are left as sent)."""
@@ -165,14 +174,14 @@ def send(
         raise ValueError("every external call needs a timeout")
     secrets = secrets_sent(headers)
     try:
-        result = _send(method, url, timeout, json_body, params, headers, data)
+        result = _send(method, url, timeout, json_body, params, headers, data, max_bytes)
     except ConnectorError as exc:
         raise _redacted_error(exc, secrets) from exc.__cause__
     text = redact(result.text, secrets)
     if text != result.text:
         try:
-            body = storable.data(json.loads(text)) if text else None
-        except ValueError:
+            body = storable.data(reading.parse_json(text)) if text else None
+        except (ValueError, reading.Unread):
             body = text
         result = replace(result, body=body, text=text)
     if 200 <= result.status < 300:
@@ -180,18 +189,66 @@ def send(
     raise status_error(result)
 
 
-def _send(method, url, timeout, json_body, params, headers, data) -> HttpResult:
+# Methods that only read: a cut answer to one of them changed nothing at the destination.
+READ_METHODS = {"GET", "HEAD", "OPTIONS", "PROPFIND", "REPORT"}
+
+
+def _send(method, url, timeout, json_body, params, headers, data, max_bytes) -> HttpResult:
     if "@" in urlsplit(url).netloc:
         raise ConnectorError(
             ErrorKind.INVALID,
             "request not sent: the address holds a user name or password; put the credential "
             "in the integration's token",
         )
+    bounds = reading.Bounds(timeout=timeout, max_bytes=max_bytes)
+    if bounds.seconds <= 0:
+        raise ConnectorError(
+            ErrorKind.TRANSIENT, "request not sent: the time given to these calls had run out"
+        )
+    headers = dict(headers or {})
+    if not any(name.lower() == "accept-encoding" for name in headers):
+        headers["Accept-Encoding"] = reading.ACCEPT_ENCODING
     # The failpoint "during_call" kills the process while the request is in flight.
     guard = failpoints.arm_during_call()
     _local.started = requests_started() + 1
     try:
-        response = _session().request(
+        with reading.Watch(bounds.seconds) as watch:
+            response = _request(method, url, timeout, json_body, params, headers, data, watch)
+            content = _read(response, bounds, watch, method, timeout)
+    finally:
+        if guard is not None:
+            guard.cancel()
+    text = _text(content, response.headers)
+    try:
+        body = storable.data(reading.parse_json(text)) if text else None
+    except ValueError:
+        body = text
+    except reading.Unread as exc:
+        raise cut(method, response.status_code, response.headers, str(exc)) from None
+    return HttpResult(
+        response.status_code, body, text, storable.data(dict(response.headers)), content=content
+    )
+
+
+def _read(response, bounds, watch, method, timeout) -> bytes:
+    """The body within its bounds. A cut answer's connection is closed, never reused; one read
+    in full goes back to the pool."""
+    try:
+        content = reading.read_body(response, bounds, watch)
+    except reading.Unread as exc:
+        response.close()
+        raise cut(method, response.status_code, response.headers, str(exc)) from None
+    except (ux.HTTPError, OSError) as exc:
+        response.close()
+        raise _lost_while_reading(exc, watch, method, response, timeout) from exc
+    response.raw.release_conn()
+    return content
+
+
+def _request(method, url, timeout, json_body, params, headers, data, watch):
+    """Sends the request and reads the status line and headers (the body is streamed)."""
+    try:
+        return _session().request(
             method,
             url,
             json=json_body,
@@ -200,35 +257,82 @@ def _send(method, url, timeout, json_body, params, headers, data) -> HttpResult:
             headers=headers,
             timeout=timeout,
             allow_redirects=False,
+            stream=True,
         )
     except rx.ConnectTimeout as exc:
         raise ConnectorError(ErrorKind.TRANSIENT, f"connect timeout: {exc}") from exc
     except rx.ReadTimeout as exc:
+        if watch.expired:
+            raise cut(method, None, {}, watch.words(0)) from exc
         raise ConnectorError(ErrorKind.UNCERTAIN, f"no answer within {timeout}s") from exc
     except rx.ConnectionError as exc:
+        if watch.expired:
+            raise cut(method, None, {}, watch.words(0)) from exc
         raise _classify_connection_error(exc) from exc
     except rx.RequestException as exc:
         # Invalid URL, a body that cannot be encoded: nothing was sent.
         raise ConnectorError(ErrorKind.INVALID, f"request not sent: {exc}") from exc
-    finally:
-        if guard is not None:
-            guard.cancel()
-    # What the destination said is made storable before anything keeps it (ledger.storable):
-    # a NUL in a 503's body must not turn a definite answer into a crash. A document's bytes are
-    # not text: decoding them would only guess at a charset.
-    text = (
-        storable.text(response.text) if _textual(response.headers.get("Content-Type", "")) else ""
-    )
+
+
+def _text(content: bytes, headers) -> str:
+    """The body as text when it is text (JSON, XML, text/*), else "". What the destination
+    said is made storable before anything keeps it (ledger.storable): a NUL in a 503's body
+    must not turn a definite answer into a crash. A document's bytes are not text: decoding
+    them would only guess at a charset."""
+    if not content or not _textual(headers.get("Content-Type", "")):
+        return ""
+    charset = requests.utils.get_encoding_from_headers(headers) or "utf-8"
     try:
-        body = storable.data(response.json()) if text else None
-    except ValueError:
-        body = text
-    return HttpResult(
-        response.status_code,
-        body,
-        text,
-        storable.data(dict(response.headers)),
-        content=response.content,
+        return storable.text(content.decode(charset, errors="replace"))
+    except LookupError:  # a charset Python does not know
+        return storable.text(content.decode("utf-8", errors="replace"))
+
+
+def cut(method: str, status: int | None, headers, words: str) -> ConnectorError:
+    """The error for an answer not read in full (``words``: which bound, ledger.reading).
+
+    What it means follows what was seen, as for any answer:
+
+    - a read (GET, HEAD, OPTIONS, PROPFIND, REPORT) changed nothing: *invalid*, shown and not
+      retried as if the destination might recover, unless its status line said otherwise (a
+      503 is still the destination asking for time, a 401 still a refusal of credentials);
+    - a write whose status line said 2xx (or 3xx), or that had no status line yet: the
+      destination may have acted. *Uncertain*, reconciled by a look-up: a cut answer is never
+      taken as a refusal of something the destination may have done;
+    - a write refused by its status line (4xx, 5xx): the kind that status gives, as if the body
+      had been read.
+    """
+    said = f"; the destination answered {status}" if status is not None else ""
+    if status is not None and status >= 400:
+        refused = status_error(HttpResult(status, None, "", storable.data(dict(headers))))
+        kind, retry_after = refused.kind, refused.retry_after
+    elif method.upper() in READ_METHODS:
+        kind, retry_after = ErrorKind.INVALID, None
+    else:
+        kind, retry_after = ErrorKind.UNCERTAIN, None
+        said += " and may have acted" if status is not None else "; it may have acted"
+    error = ConnectorError(
+        kind, f"{words}{said}", status=status, retry_after=retry_after, unread=words
+    )
+    return error
+
+
+def _lost_while_reading(exc, watch, method, response, timeout) -> ConnectorError:
+    """The connection failed while the body was read: the budget's watchdog (too slow), a
+    read timeout or a lost connection (no answer, as before the status line)."""
+    if watch.expired:
+        return cut(method, response.status_code, response.headers, watch.words(0))
+    if isinstance(exc, ux.ReadTimeoutError):
+        return ConnectorError(
+            ErrorKind.UNCERTAIN,
+            f"no answer within {timeout}s (the answer stopped after its status line, "
+            f"{response.status_code})",
+            status=response.status_code,
+        )
+    return ConnectorError(
+        ErrorKind.UNCERTAIN,
+        f"connection lost while reading the answer ({response.status_code}): {str(exc)[:200]}",
+        status=response.status_code,
     )
 
 

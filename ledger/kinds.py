@@ -15,12 +15,15 @@ docs/connectors.md says how to add a kind.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from config.destinations import shown
-from ledger import messages, smtp
+from ledger import messages, reading, smtp
 from ledger.connectors.appointments import AppointmentsConnector
 from ledger.connectors.base import Connector, ConnectorError, ErrorKind
 from ledger.connectors.bottlecrm import (
@@ -39,6 +42,8 @@ from ledger.connectors.email import SmtpSendConnector
 from ledger.connectors.notify import NotifyConnector
 from ledger.connectors.webdav import WebDavDocumentRead
 from ledger.models import Action, register_kinds
+
+logger = logging.getLogger("ledger.kinds")
 
 HANDOVER, BOTTLECRM, SMTP, CALDAV, WEBDAV = "handover", "bottlecrm", "smtp", "caldav", "webdav"
 # BottleCRM's profile roles: a check names one of these, never other text it was sent.
@@ -117,11 +122,21 @@ class Kind:
         return errors
 
     def check(self, integration) -> list[str]:
-        """Call the destination; each problem in plain words. An empty list: ready to use."""
+        """Call the destination; each problem in plain words. An empty list: ready to use.
+        All its calls together take at most READ_BUDGET_SECONDS (ledger.reading.deadline): a
+        check holds a web thread, and a destination that drips its answer must not hold it."""
         problems = [message for message in self.validate(integration).values()]
         if problems:
             return problems
-        return self.check_destination(integration, Connector(integration))
+        with reading.deadline(settings.READ_BUDGET_SECONDS):
+            try:
+                return self.check_destination(integration, Connector(integration))
+            except Exception:  # an error of Handover's own, reading what was answered
+                logger.exception("checking %s failed inside Handover", integration)
+                return [
+                    f"{shown(integration.base_url)} answered, but an error inside Handover "
+                    "stopped reading the answer (the log has it). Tell the maintainer."
+                ]
 
     def check_destination(self, integration, connector: Connector) -> list[str]:
         return []
@@ -146,6 +161,12 @@ def _short(value, known=None) -> str:
 def _call_problem(integration, exc: ConnectorError, what: str) -> str:
     """A failed check call in words an admin can act on."""
     where = shown(integration.base_url)
+    if exc.unread:
+        said = f" ({_said(exc)})" if exc.status is not None else ""
+        return (
+            f"{where} answered {what}{said}, but Handover stopped reading it: {exc.unread}. "
+            "Is the address the destination's API, and is the destination well?"
+        )
     if exc.status is not None and 300 <= exc.status < 400:
         return (
             f"{where} answered {what} with a redirect ({_said(exc)}). Handover never follows "

@@ -19,6 +19,10 @@ WRITE_ACTIONS = (Action.CREATE_ENQUIRY, Action.CLOSE_ENQUIRY, Action.SEND_NOTICE
 SYSTEM_NAMES = {"crm": "the CRM", "notify": "the notification provider"}
 
 
+# How ledger.execution.executing.internal_error begins a read's own failure.
+READING_FAILED = "error inside Handover while reading"
+
+
 def when(value) -> str:
     if value is None:
         return "an unknown time"
@@ -165,6 +169,11 @@ def external_change(op) -> str:
             return f"No. {sentence(system)} refused the request as invalid{status}{msg}."
         if kind == "auth":
             return f"No. {sentence(system)} refused Handover's credentials{status}."
+        if kind == "internal" and op.last_error_message.startswith(READING_FAILED):
+            return (
+                f"No. {sentence(system)} answered a read, which changes nothing there, and an "
+                f"error inside Handover stopped reading the answer ({op.last_error_message[:300]})."
+            )
         if kind == "internal":
             return (
                 f"No. An error inside Handover stopped the call before anything was sent to "

@@ -30,21 +30,42 @@ _FENCE = re.compile(r"\A```(?:json)?\s*(.*?)\s*```\Z", re.DOTALL)
 Transport = Callable[[str, dict, dict, float], dict]
 
 
+# A chat completion of one short JSON object: an answer larger than this is not one.
+MAX_REPLY_BYTES = 1024 * 1024
+
+
 def post_json(url: str, payload: dict, headers: dict, timeout: float) -> dict:
     try:
-        response = requests.post(url, json=payload, headers=headers, timeout=timeout)
+        with requests.post(
+            url, json=payload, headers=headers, timeout=timeout, stream=True
+        ) as response:
+            content = _bounded(response)
     except requests.Timeout as exc:
         raise SuggesterError(f"timed out after {timeout}s: {exc.__class__.__name__}") from exc
     except requests.RequestException as exc:
         raise SuggesterError(f"request failed: {exc.__class__.__name__}") from exc
+    text = content.decode("utf-8", errors="replace")
     if response.status_code >= 500 or response.status_code == 429:
         raise SuggesterError(f"HTTP {response.status_code}")
     if response.status_code >= 400:
-        raise SuggesterError(f"HTTP {response.status_code}: {response.text[:200]}", retryable=False)
+        raise SuggesterError(f"HTTP {response.status_code}: {text[:200]}", retryable=False)
     try:
-        return response.json()
-    except ValueError as exc:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise SuggesterError("the reply was not JSON", retryable=False) from exc
+
+
+def _bounded(response) -> bytes:
+    """The reply's body, decompressed a chunk at a time (urllib3 bounds each chunk's
+    decompression), refused past MAX_REPLY_BYTES before more is held."""
+    body = bytearray()
+    for chunk in response.iter_content(64 * 1024):
+        if len(body) + len(chunk) > MAX_REPLY_BYTES:
+            raise SuggesterError(
+                f"the reply was larger than {MAX_REPLY_BYTES // (1024 * 1024)} MB", retryable=False
+            )
+        body += chunk
+    return bytes(body)
 
 
 def render_prompt(candidates: list[Candidate], version: str = PROMPT_VERSION) -> str:
@@ -64,7 +85,7 @@ def parse_content(content: str) -> Answer:
     raw = content[:MAX_RAW]
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's parser
         data = None
     if isinstance(data, dict):
         label = data.get("label")

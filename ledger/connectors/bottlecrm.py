@@ -16,10 +16,9 @@ Facts and their sources: docs/connectors.md ("BottleCRM, the worked example").
 
 from __future__ import annotations
 
-import json
 import unicodedata
 
-from ledger import http
+from ledger import http, reading
 from ledger.connectors.base import CallResult, Connector, ConnectorError, ErrorKind, LookupResult
 
 CASES = "/api/cases/"
@@ -105,8 +104,8 @@ def case_body(payload: dict) -> dict:
 
 def _errors(exc: ConnectorError) -> dict:
     try:
-        body = json.loads(exc.body)
-    except (TypeError, ValueError):
+        body = reading.parse_json(exc.body)
+    except (TypeError, ValueError, reading.Unread):
         return {}
     errors = body.get("errors") if isinstance(body, dict) else None
     return errors if isinstance(errors, dict) else {}

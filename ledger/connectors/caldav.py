@@ -31,7 +31,7 @@ from django.utils import timezone
 from lxml import etree
 from requests.structures import CaseInsensitiveDict
 
-from ledger import appointments
+from ledger import appointments, http
 from ledger.connectors.base import CallResult, Connector, ConnectorError, ErrorKind
 from ledger.connectors.calendar_events import TooLarge, read_busy
 
@@ -123,8 +123,10 @@ class CalDavRead(Connector):
         except TooLarge as exc:
             raise ConnectorError(ErrorKind.INVALID, f"the calendar is {exc}"[:500]) from exc
         except UNREADABLE as exc:
+            # The library's words may quote the answer, and the answer may echo the request.
+            said = http.redact(str(exc), http.secrets_sent(self.headers(operation)))[:500]
             raise ConnectorError(
-                ErrorKind.INVALID, f"the calendar's answer could not be read: {exc}"[:500]
+                ErrorKind.INVALID, f"the calendar's answer could not be read: {said}"[:500]
             ) from exc
         version["events"] = len(etags)
         version["etags"] = hashlib.sha256("\n".join(sorted(etags)).encode()).hexdigest()[:16]
@@ -138,7 +140,8 @@ class CalDavRead(Connector):
 
     def version(self, calendar) -> dict:
         props = calendar.get_properties([GetCtag(), dav.SyncToken()])
+        secrets = http.secrets_sent(self.headers())
         return {
-            "ctag": str(props.get(GetCtag.tag) or ""),
-            "sync_token": str(props.get(dav.SyncToken.tag) or ""),
+            "ctag": http.redact(str(props.get(GetCtag.tag) or ""), secrets)[:200],
+            "sync_token": http.redact(str(props.get(dav.SyncToken.tag) or ""), secrets)[:200],
         }

@@ -1,6 +1,6 @@
 """The document store: read one version of an attached document (403 when access is removed)."""
 
-from ledger import http
+from ledger import http, reading
 from ledger.connectors.base import CallResult, Connector
 
 
@@ -22,6 +22,7 @@ class DocumentsConnector(Connector):
             http.path("docs", operation.payload["document_id"]),
             operation=operation,
             params=params,
+            max_bytes=reading.document_max_bytes(),
         )
         body = response.body if isinstance(response.body, dict) else {}
         return CallResult(

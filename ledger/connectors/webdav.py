@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import base64
 
-from ledger import extraction, http
+from ledger import extraction, http, reading
 from ledger.connectors.base import CallResult, Connector, ConnectorError, ErrorKind
-
-MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
 
 
 def etag_version(value: str | None) -> str:
@@ -65,7 +63,9 @@ class WebDavDocumentRead(Connector):
         asked = str(operation.payload.get("version") or "")
         where = http.path(document_id)
         try:
-            response = self.request("GET", where, operation=operation)
+            response = self.request(
+                "GET", where, operation=operation, max_bytes=reading.document_max_bytes()
+            )
         except ConnectorError as exc:
             if exc.status == 412:
                 raise self._changed(asked, self._current_version(where), exc) from exc
@@ -88,13 +88,6 @@ class WebDavDocumentRead(Connector):
             )
         if asked and sent != asked:
             raise self._changed(asked, sent, None, status=response.status)
-        if len(response.content) > MAX_DOCUMENT_BYTES:
-            raise ConnectorError(
-                ErrorKind.INVALID,
-                f"{document_id} is {len(response.content)} bytes; documents over "
-                f"{MAX_DOCUMENT_BYTES} bytes are not extracted",
-                status=response.status,
-            )
         content_type = response.header("Content-Type") or ""
         try:
             found = extraction.extract(response.content, content_type, document_id)
@@ -108,7 +101,7 @@ class WebDavDocumentRead(Connector):
             # The attempt keeps what was read, never the document's content.
             f"{len(response.content)} bytes, {found.content_type}, {found.kind}",
             {"version": sent, "kind": found.kind, "fields": len(found.fields)},
-            content=found.as_result(),
+            content=shown(found, http.secrets_sent(self.headers(operation))),
         )
 
     def _current_version(self, where: str) -> str:
@@ -130,3 +123,16 @@ class WebDavDocumentRead(Connector):
             attention="document_changed",
             evidence={"asked_version": asked, "current_version": current},
         )
+
+
+def shown(found: extraction.Extraction, secrets: list[str]) -> dict:
+    """What a reviewer is shown of a document: its text and fields with the credential sent
+    for it redacted (a store that echoes the request's Authorization header into the document
+    must not put the credential on a page)."""
+    result = found.as_result()
+    result["text"] = http.redact(result["text"], secrets)
+    result["fields"] = {
+        http.redact(name, secrets): http.redact(value, secrets)
+        for name, value in result["fields"].items()
+    }
+    return result

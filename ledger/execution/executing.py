@@ -72,8 +72,9 @@ def _call(op, attempt, shortcut, scope) -> str:
     except Exception as exc:
         # A crash inside Handover's own code, never the destination's answer. Before any
         # request went out nothing was sent: internal, for a person. After one went out the
-        # destination may have acted: uncertain, reconciled, and still said to be ours; but a
-        # read changes nothing there, so a read's is internal, told once.
+        # destination may have acted: uncertain, reconciled, and still said to be ours. A
+        # read changed nothing wherever it failed: internal, told once, never retried as if
+        # the destination might have acted.
         logger.exception("error inside Handover while calling for %s", op.pk)
         sent = http.requests_started() != started
         return record_failure(
@@ -88,15 +89,15 @@ def _call(op, attempt, shortcut, scope) -> str:
 
 def internal_error(exc, *, sent: bool, read: bool = False) -> ConnectorError:
     what = f"{type(exc).__name__}: {exc}"[:500]
-    if read and sent:
-        return ConnectorError(
-            ErrorKind.INTERNAL,
-            f"error inside Handover while reading what the destination sent ({what}); a read "
-            "changes nothing there",
-        )
     if not sent:
         return ConnectorError(
             ErrorKind.INTERNAL, f"error inside Handover before anything was sent ({what})"
+        )
+    if read:
+        return ConnectorError(
+            ErrorKind.INTERNAL,
+            f"error inside Handover while reading what the destination answered ({what}); a "
+            "read changes nothing at the destination",
         )
     error = ConnectorError(
         ErrorKind.UNCERTAIN,

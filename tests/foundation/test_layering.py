@@ -138,6 +138,7 @@ LEDGER_LAYERS = [
         "destinations",
         {
             "ledger.errors",
+            "ledger.reading",
             "ledger.http",
             "ledger.limits",
             "ledger.mailaddress",

@@ -366,6 +366,19 @@ def test_openai_failures_are_suggester_errors(chat_server, status, content, dela
     assert caught.value.retryable is retryable
 
 
+def test_an_openai_reply_past_its_size_is_refused_before_it_is_held(chat_server):
+    chat_server.reply("x" * (2 * 1024 * 1024))
+    with pytest.raises(SuggesterError, match="larger than 1 MB") as caught:
+        openai(chat_server).suggest("text", CANDIDATES)
+    assert caught.value.retryable is False
+
+
+def test_an_openai_reply_nested_past_the_parser_is_free_text_never_a_crash(chat_server):
+    chat_server.reply("[" * 100_000)
+    answer = openai(chat_server).suggest("text", CANDIDATES)
+    assert answer.label == "[" * 200 and answer.confidence is None
+
+
 def test_openai_connection_refused_is_retryable():
     suggester = OpenAIChatSuggester(base_url="http://127.0.0.1:9/v1", model="m", timeout=1)
     with pytest.raises(SuggesterError) as caught:

@@ -32,7 +32,9 @@ class ScriptedDestination:
         )
         return self
 
-    def send(self, method, url, *, timeout, json_body=None, params=None, headers=None):
+    def send(
+        self, method, url, *, timeout, json_body=None, params=None, headers=None, max_bytes=None
+    ):
         assert timeout and timeout > 0
         self.calls.append(Call(method, url, params, dict(headers or {}), json_body))
         if not self.answers:

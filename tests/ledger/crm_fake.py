@@ -47,7 +47,18 @@ class FakeCrm:
     def count(self, reference: str | None = None) -> int:
         return sum(1 for r in self.records if reference is None or r["reference"] == reference)
 
-    def send(self, method, url, *, timeout, json_body=None, params=None, headers=None, data=None):
+    def send(
+        self,
+        method,
+        url,
+        *,
+        timeout,
+        json_body=None,
+        params=None,
+        headers=None,
+        data=None,
+        max_bytes=None,
+    ):
         assert timeout and timeout > 0
         path = urlsplit(url).path
         if (method, path) == ("POST", "/crm/enquiries"):

@@ -218,3 +218,11 @@ def test_an_event_that_is_not_icalendar_is_invalid_never_uncertain(monkeypatch, 
         CalDavRead(row).call(Op())
     assert raised.value.kind is ErrorKind.INVALID
     assert raised.value.message.startswith("the calendar")
+
+
+def test_a_calendar_that_echoes_the_credential_keeps_it_out_of_the_version(monkeypatch, row):
+    sent = "Basic aGFuZG92ZXI6czNjcmV0"  # handover:s3cret
+    echoed = PROPS.replace('"c1"', f"said {sent}").replace("tok-1", sent)
+    Calendar(monkeypatch, (207, echoed), (207, report()))
+    version = CalDavRead(row).call(Op()).result["version"]
+    assert version["ctag"] == "said [redacted]" and version["sync_token"] == "[redacted]"

@@ -27,6 +27,18 @@ def test_a_crash_before_sending_is_internal_and_nothing_is_sent(
         "internal_error",
         "internal",
     )
+    assert (
+        "error inside Handover while reading what the destination answered" in op.last_error_message
+    )
+    assert "may have acted" not in op.last_error_message
+    assert len(sent) == 1 and op.attempts.count() == 1
+    assert tasks.execute_operation(str(op.pk)) == "nothing to claim"  # not retried
+    op.refresh_from_db()
+    assert (op.state, op.attention, op.last_error_class) == (
+        OperationState.FAILED,
+        "internal_error",
+        "internal",
+    )
     assert op.budget_used == 0
     assert "error inside Handover before anything was sent" in op.last_error_message
     assert "KeyError" in op.last_error_message
@@ -107,13 +119,45 @@ def test_a_crash_while_reading_an_answer_is_internal_once_never_uncertain(
     document = Document.objects.create(enquiry=enquiry, document_id="permit.pdf", version="3")
     op, _ = propose_extraction(enquiry, document, reason="test")
     assert tasks.execute_operation(str(op.pk)) == "failed (internal error)"
+
+
+def test_a_crash_while_reading_an_answer_is_internal_and_told_once(
+    make_enquiry, monkeypatch, db, run_queue
+):
+    """A read changes nothing at the destination: a failure of Handover's own after its request
+    went out (an answer it cannot parse) is internal, failed at once, never "the destination
+    may have acted" and retried."""
+    from intake.models import Document
+    from ledger.integrations import ensure_integrations
+    from ledger.models import Integration
+    from ledger.proposals import propose_extraction
+    from tests.ledger.hostile import HostileServer
+
+    real_send = http.send
+
+    def crash_after(*args, **kwargs):
+        real_send(*args, **kwargs)  # the destination receives it and answers
+        raise KeyError("DURATION")
+
+    spec = {"headers": {"Content-Type": "application/json"}, "body": {"text": '{"id": "d"}'}}
+    with HostileServer(spec) as server:
+        ensure_integrations()
+        Integration.objects.filter(name="documents").update(
+            base_url=server.url, retry_budget=6, backoff_seconds=0.0, paused=False
+        )
+        monkeypatch.setattr(http, "send", crash_after)
+        enquiry = make_enquiry()
+        document = Document.objects.create(enquiry=enquiry, document_id="d", version="1")
+        op, _ = propose_extraction(enquiry, document, reason="test")
+        run_queue()
     op.refresh_from_db()
     assert (op.state, op.attention, op.last_error_class) == (
         OperationState.FAILED,
         "internal_error",
         "internal",
     )
-    assert "error inside Handover while reading what the destination sent" in op.last_error_message
+    assert op.last_error_message.startswith("error inside Handover while reading")
     assert "may have acted" not in op.last_error_message
-    assert len(sent) == 1 and op.attempts.count() == 1
-    assert tasks.execute_operation(str(op.pk)) == "nothing to claim"  # not retried
+    assert op.attempts.count() == 1 and len(server.requests) == 1
+    said = explain.external_change(op)
+    assert "answered a read" in said and "before anything was sent" not in said

@@ -32,7 +32,9 @@ class Share:
         self.answers.append(status if isinstance(status, Exception) else (status, headers, content))
         return self
 
-    def send(self, method, url, *, timeout, json_body=None, params=None, headers=None):
+    def send(
+        self, method, url, *, timeout, json_body=None, params=None, headers=None, max_bytes=None
+    ):
         assert timeout and timeout > 0
         self.calls.append((method, url, dict(headers or {})))
         answer = self.answers.pop(0)

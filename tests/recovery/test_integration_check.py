@@ -5,6 +5,7 @@ import json
 
 import pytest
 from django.contrib.messages import get_messages
+from django.test import override_settings
 from django.urls import reverse
 
 from ledger import http
@@ -139,3 +140,53 @@ def test_a_delivery_to_a_destination_echoing_the_token_stores_no_token(
     assert "Authorization" in (attempt.response_body or "")  # the echo reached the row...
     assert SECRET not in everything_stored()  # ...without the token
     assert sandbox.stats()["crm"]["total"] == 0
+
+
+# --- against a hostile destination (tests/ledger/fixtures/hostile_answers.json) ---------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "token"),
+    [
+        ("handover", "deep_json", ""),
+        ("handover", "deep_json_parsed", ""),
+        ("bottlecrm", "gzip_bomb", "bcrm_pat_x"),
+        ("bottlecrm", "huge_plain", "bcrm_pat_x"),
+    ],
+)
+def test_a_check_against_a_hostile_answer_says_so_and_never_fails(
+    client_for, integrations_rows, kind, name, token
+):
+    from tests.ledger.hostile import HostileServer, answer
+
+    spec = answer(name)
+    with HostileServer(spec) as server:
+        Integration.objects.filter(name="crm").update(
+            kind=kind, base_url=server.url, token=token, timeout_seconds=3.0
+        )
+        response = client_for("admin").post(reverse("recovery:check_integration", args=["crm"]))
+    assert response.status_code == 302
+    (said,) = messages_of(response)
+    assert "Handover stopped reading it" in said and spec["words"] in said
+    assert len(server.requests) == 1
+    entry = JournalEntry.objects.get(action="ledger.integration.checked")
+    assert spec["words"] in json.dumps(entry.evidence)
+
+
+@override_settings(READ_BUDGET_SECONDS=3.0)
+def test_a_check_of_a_dripping_calendar_ends_within_the_read_budget_as_too_slow(
+    client_for, integrations_rows
+):
+    from tests.ledger.hostile import HostileServer, answer
+
+    with HostileServer(answer("drip")) as server:
+        Integration.objects.filter(name="appointments").update(
+            kind="caldav", base_url=server.url + "/cal/", token="u:p", timeout_seconds=2.0
+        )
+        response = client_for("admin").post(
+            reverse("recovery:check_integration", args=["appointments"])
+        )
+    assert response.status_code == 302
+    (said,) = messages_of(response)
+    assert "too slow to read: the answer took longer than 3 s" in said
+    assert len(server.requests) == 1
