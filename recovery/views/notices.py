@@ -23,9 +23,14 @@ from recovery.views.wording import resident_messages
 _BODY = re.compile(r"<body[^>]*>(.*)</body>", re.S | re.I)
 
 
+# An e-mail's HTML carries inline styles (mail clients ignore style sheets); the console's
+# Content-Security-Policy refuses them, so the page shows the message without them.
+_STYLE_ATTRIBUTE = re.compile(r"""\sstyle=("[^"]*"|'[^']*')""", re.I)
+
+
 def _body(html: str) -> str:
     match = _BODY.search(html)
-    return match.group(1) if match else html
+    return _STYLE_ATTRIBUTE.sub("", match.group(1) if match else html)
 
 
 @require_GET

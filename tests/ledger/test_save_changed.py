@@ -173,8 +173,11 @@ def test_each_lookup_writes_everything_it_changed(
 def test_an_enquiry_transition_does_not_rewrite_the_whole_row(approved_enquiry):
     """The claim's and the confirmation's UPDATEs of the enquiry set its state, timestamps and
     what the transition changed: not its text, so PostgreSQL does not recompute its stored
-    search vector (intake.models.Enquiry.search_vector) on each step."""
-    _enquiry, op = approved_enquiry()
+    search vector (intake.models.Enquiry.search_vector) on each step.
+
+    An enquiry with no address: with one, the confirmation also proposes the resident's
+    "passed on" message (ledger.receivers.tell_resident), its own operation and statements."""
+    _enquiry, op = approved_enquiry(email="")
     with wire.sent(connection) as claim:
         _op, attempt, _shortcut = executing.claim(op.pk)
     with wire.sent(connection) as confirm:

@@ -105,8 +105,14 @@ def candidate_pool():
         residentlink.token_for(e)
         for e in Enquiry.objects.filter(pk__in=[pk for pk, _ in enquiries])
     ]
+    from ledger import wording
+    from recovery.views.wording import ACTION_KINDS
+
     return {
         "resident": {"str": tokens},
+        # The residents' messages (ledger.wording) and the actions whose message is previewed.
+        "message": {"str": list(wording.KINDS)},
+        "preview": {"str": list(ACTION_KINDS)},
         "operation": {"uuid": [str(pk) for (pk,) in operations]},
         "enquiry": {
             "uuid": [str(pk) for pk, _ in enquiries],
@@ -134,6 +140,8 @@ _HINTS = [
     (re.compile(r"attempt"), "attempt"),
     (re.compile(r"journal|entry"), "journal"),
     (re.compile(r"^token$"), "resident"),
+    (re.compile(r"^kind$"), "message"),
+    (re.compile(r"^action$"), "preview"),
 ]
 
 
