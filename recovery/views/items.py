@@ -364,8 +364,9 @@ def enquiry_detail(request, reference):
 def operation_card(request, op_id):
     """One operation's card alone: htmx polls it while a reconcile or a call is in flight, and
     swaps it in place when the outcome is recorded. Once the card stops polling its answer is
-    the whole item page: the outcome changes the header, the story, "What happened" and the
-    lifecycle too, and the card's hx-select-oob swaps those from it."""
+    the whole item page: the outcome changes the header, the story, "What happened", the
+    Owner / Response due / Runbook box, the lifecycle, the fields and the journal too, and the
+    card's hx-select-oob swaps every one of those from it."""
     op = get_operation_for_user(request.user, op_id)
     if op.enquiry_id is None:
         return redirect("recovery:operation", op_id=op.pk)  # its own page has no cards
