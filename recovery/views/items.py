@@ -16,7 +16,7 @@ from ledger import policies
 from ledger import services as ledger_services
 from ledger.execution import retrying
 from ledger.models import Action, Attempt, JournalEntry, Operation, OperationState
-from recovery import explain, ownership, permissions, reconciling, story
+from recovery import explain, ownership, permissions, reconciling, refused, story
 from recovery.forms import EditForm, people
 from recovery.operator_actions import ACTIONS
 from recovery.views.common import (
@@ -232,6 +232,9 @@ def item_context(request, enquiry, *, bound=None):
     )
     if delivering is None and not enquiry_owner.queued and queued:
         delivering = queued[0]
+    for op in operations:
+        if refused.refused_as_invalid(op):
+            op.explain_safe = refused.safe_now(op, enquiry_actions)
     if delivering is not None:
         of = action_label(delivering.action)
         enquiry_owner = ownership.Owner(
