@@ -287,7 +287,15 @@ class Enquiry(ConcurrentTransitionMixin, models.Model):
 
     @transition(
         state,
-        source=[EnquiryState.VALIDATED, EnquiryState.READY_FOR_REVIEW],
+        # From approved or submitted only through ledger.services.request_information, which
+        # first cancels the CRM write the destination refused as invalid (the data is the
+        # resident's to give): intake knows nothing of writes.
+        source=[
+            EnquiryState.VALIDATED,
+            EnquiryState.READY_FOR_REVIEW,
+            EnquiryState.APPROVED,
+            EnquiryState.SUBMITTED,
+        ],
         target=EnquiryState.NEEDS_INFORMATION,
         permission="intake.review_enquiry",
     )

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.utils import timezone
+
 from intake.models import EnquiryState
 from ledger.models import Action, OperationState
 from ledger.policies import connector_for
 from recovery import timefmt
-from recovery.words import ATTENTION, action_label, in_sentence, outcome_label
+from recovery.words import ATTENTION, action_label, in_sentence
 
 WRITE_ACTIONS = (Action.CREATE_ENQUIRY, Action.CLOSE_ENQUIRY, Action.SEND_NOTICE)
 SYSTEM_NAMES = {"crm": "the CRM", "notify": "the notification provider"}
@@ -591,15 +593,33 @@ def reconcile_help(op) -> str:
 
 
 def lookup_possible_now(op) -> bool:
-    """The destination could not be asked before (a 501, say), and its integration says it can
-    be now: the evidence is old, and a look-up would settle it."""
+    """The destination could not be asked before (a 501, a 503), and its integration can be
+    asked now (its capability, not paused, not throttled): a failed look-up is not the verdict."""
     integration = op.integration
-    return (
-        op.state == OperationState.UNKNOWN
-        and op.attention == "lookup_unavailable"
-        and integration is not None
-        and integration.capabilities.lookup
-    )
+    if op.state != OperationState.UNKNOWN or integration is None:
+        return False
+    if op.attention not in ("lookup_unavailable", "lookup_failed"):
+        return False
+    throttled = integration.throttled_until and integration.throttled_until > timezone.now()
+    return integration.capabilities.lookup and not integration.paused and not throttled
+
+
+def safe_steps(op) -> tuple[str, ...]:
+    """The operation actions safe_now names as the step to take, in its order ("" none)."""
+    kind = _failure_kind(op)
+    if kind == "duplicate" or op.attention in ("reference_not_stored", "smtp_no_reply"):
+        return (
+            ("complete_by_hand", "retry")
+            if op.attention == "smtp_no_reply"
+            else ("complete_by_hand",)
+        )
+    if op.state == OperationState.UNKNOWN:
+        if kind == "lookup" and not lookup_possible_now(op):
+            return ("complete_by_hand", "retry")
+        return ("reconcile",)
+    if op.state == OperationState.FAILED and kind not in ("invalid", "internal"):
+        return ("retry",)
+    return ()
 
 
 def cancel_label(op) -> str:
@@ -641,50 +661,6 @@ def cancel_help(op) -> str:
     return (
         f"Stops this {action_label(op.action).lower()} for good; {op.enquiry.reference} stays "
         f"{op.enquiry.get_state_display()}. Nothing is sent; nothing at {system} is undone."
-    )
-
-
-@dataclass
-class ReconcileStatus:
-    requested_at: object
-    requested_by: str
-    pending: bool
-    steps: list[str]
-
-
-def reconcile_status(op, journal) -> ReconcileStatus | None:
-    """The latest "Reconcile now" on ``op`` and what followed it, from its journal and attempts:
-    pending until a look-up (and any write it led to) has an outcome."""
-    request = next(
-        (r for r in reversed(journal) if r.action == "recovery.operation.reconcile_requested"),
-        None,
-    )
-    if request is None:
-        return None
-    steps = []
-    for attempt in op.attempts.all():
-        if attempt.started_at < request.at:
-            continue
-        at = timefmt.local(attempt.started_at, date=False)
-        status = f" (HTTP {attempt.response_status})" if attempt.response_status else ""
-        if attempt.kind == "lookup":
-            steps.append(f"{at}: look-up: {outcome_label(attempt.outcome)}{status}")
-        elif attempt.ended_at is None:
-            steps.append(f"{at}: sent again with the same idempotency key: no answer yet")
-        else:
-            steps.append(
-                f"{at}: sent again with the same idempotency key: "
-                f"{outcome_label(attempt.outcome)}{status}"
-            )
-    pending = (op.state == OperationState.UNKNOWN and not op.attention) or op.state in (
-        OperationState.APPROVED,
-        OperationState.SUBMITTED,
-    )
-    return ReconcileStatus(
-        requested_at=request.at,
-        requested_by=request.actor.removeprefix("user:"),
-        pending=pending,
-        steps=steps,
     )
 
 

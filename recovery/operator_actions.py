@@ -231,7 +231,8 @@ _ALL = [
         False,
         "request-information",
         messages.ENQUIRY_DONE["request_information"],
-        intake_services.request_information,
+        # The ledger's: from a CRM write refused as invalid it cancels that write first.
+        ledger_services.request_information,
         form=ResidentMessageForm,
         extra=("resident_message",),
         transition="request_information",

@@ -6,8 +6,10 @@ transition's permission. None of this queries the database once the user's permi
 loaded (Django caches them on the user), so the queue can ask for every row.
 """
 
+from intake.models import EnquiryState
 from ledger import policies
 from ledger.models import Action, Integration
+from ledger.services import refused_write
 from recovery.operator_actions import ENQUIRY_ACTIONS
 
 # Who may take each action: recovery.operator_actions (an enquiry's), ledger.policies (an
@@ -17,6 +19,8 @@ INTEGRATION_PERMISSION = "ledger.pause_integration"
 CONFIGURE_PERMISSION = "ledger.change_integration"
 # What the console pages need at least (every role has it).
 VIEW_PERMISSION = "intake.view_enquiry"
+# Request information from these states only after the CRM refused the write as invalid.
+ASKED_ONLY_AFTER_REFUSAL = (EnquiryState.APPROVED, EnquiryState.SUBMITTED)
 
 
 def can_assign(user) -> bool:
@@ -47,6 +51,13 @@ def enquiry_actions(enquiry, user) -> list[str]:
         for name, action in ENQUIRY_ACTIONS.items()
         if action.transition in available and action.may(user)
     ]
+    if (
+        "request_information" in actions
+        and enquiry.state in ASKED_ONLY_AFTER_REFUSAL
+        and refused_write(enquiry) is None  # one query, only for an approved or sent enquiry
+    ):
+        # Approved or sent: the resident is asked only when the CRM refused the write as invalid.
+        actions.remove("request_information")
     if enquiry.closed_at is None and can_assign(user):
         actions.append("assign")
     return actions

@@ -34,6 +34,8 @@ from ledger.services.actions import (
     complete_by_hand,
     reassign_operation,
     reconcile_now,
+    refused_write,
+    request_information,
     retry_operation,
 )
 from ledger.services.appointments import needs_visit, request_slots, slots_view
@@ -72,8 +74,10 @@ __all__ = [
     "propose_resident_message",
     "reassign_operation",
     "reconcile_now",
+    "refused_write",
     "release_backlog",
     "reprocess_document",
+    "request_information",
     "request_slots",
     "resume_integration",
     "retry_operation",

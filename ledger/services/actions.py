@@ -249,3 +249,65 @@ def reassign_operation(op_id, *, actor, reason, owner) -> Operation:
             },
         )
     return op
+
+
+# --- a refusal only the resident can answer ---------------------------------------------------
+
+# Cancelled, never sent again: the data the destination asked for is the resident's to give.
+ASKED_OF_RESIDENT = "superseded: information requested from the resident"
+
+
+def refused_write(enquiry) -> Operation | None:
+    """The enquiry's CRM write of its current revision, refused by the CRM as invalid (a 422
+    "phone required"): what the resident may be asked to answer. None otherwise."""
+    return (
+        Operation.objects.filter(
+            enquiry=enquiry,
+            action=Action.CREATE_ENQUIRY,
+            revision=enquiry.current_revision,
+            state=OperationState.FAILED,
+            attention__in=("invalid", "payload_mismatch"),
+        )
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def request_information(enquiry_id, *, actor, reason, resident_message="") -> Enquiry:
+    """Ask the resident for more (the console's Request information). From approved or
+    submitted only when the CRM refused the write as invalid: that write is cancelled
+    (journalled, superseded) in the same transaction, the enquiry waits for the resident, and
+    their answer (a new revision, reviewed and approved again) makes a new write with a new
+    key. ActionRefused otherwise: a write that may still reach the CRM is never left behind."""
+    from intake import services as intake_services
+
+    require_reason(reason, actor=actor)
+    with transaction.atomic():
+        enquiry = Enquiry.objects.select_for_update().get(pk=enquiry_id)
+        if enquiry.state in (EnquiryState.APPROVED, EnquiryState.SUBMITTED):
+            op = refused_write(enquiry)
+            live = Operation.objects.filter(
+                enquiry=enquiry,
+                action=Action.CREATE_ENQUIRY,
+                state__in=(
+                    OperationState.APPROVED,
+                    OperationState.SUBMITTED,
+                    OperationState.UNKNOWN,
+                ),
+            )
+            if op is None or live.exists():
+                raise ActionRefused(
+                    f"{enquiry.reference} is {enquiry.get_state_display()}: its CRM write was "
+                    "not refused as invalid, so there is nothing to ask the resident."
+                )
+            op = Operation.objects.select_for_update().get(pk=op.pk)
+            op.held = False
+            op.cancel(
+                actor=actor,
+                reason=ASKED_OF_RESIDENT,
+                evidence={"revision": op.revision, "why": reason[:300]},
+            )
+            op.save()
+        return intake_services.request_information(
+            enquiry_id, actor=actor, reason=reason, resident_message=resident_message
+        )

@@ -16,7 +16,7 @@ from ledger import policies
 from ledger import services as ledger_services
 from ledger.execution import retrying
 from ledger.models import Action, Attempt, JournalEntry, Operation, OperationState
-from recovery import explain, ownership, permissions, story
+from recovery import explain, ownership, permissions, reconciling, refused, story
 from recovery.forms import EditForm, people
 from recovery.operator_actions import ACTIONS
 from recovery.views.common import (
@@ -71,18 +71,26 @@ def _locked_actions(op, allowed):
     return locked
 
 
-# The locked action that is the safe next step, by the situation (explain.safe_now): when the
-# person cannot take it, handing the item to someone who can is their main action.
+# The operation actions a safe next step can be (explain.safe_steps): when the person cannot
+# take it, handing the item to someone who can is their main action.
 SAFE_ACTIONS = ("retry", "complete_by_hand", "reconcile", "cancel")
 
 
 def handoff(op, user):
-    """When this person owns the work but cannot take its safe next step: that step, and the
-    person to hand it to (the queue's backup owner, the integration's owner, else the first
-    admin who may), for a reassign form shown open and pre-filled. None otherwise."""
+    """When this person owns the work (or nobody in person does) but cannot take the step "Safe
+    now" names: that step, and the person to hand it to (the queue's backup owner, the
+    integration's owner, else the first admin who may), for a reassign form shown open and
+    pre-filled. None otherwise: where the person's own action is the safe step (Reconcile now),
+    and where someone else already owns it."""
     if "reassign" not in op.allowed:
         return None
-    locked = [a for a, _why in op.locked if a in SAFE_ACTIONS and a != "cancel"]
+    owner = op.effective_owner.user
+    if owner is not None and owner.pk != user.pk:
+        return None
+    steps = [a for a in explain.safe_steps(op) if a in SAFE_ACTIONS and a != "cancel"]
+    if not steps:
+        return None
+    locked = [a for a in steps if a in dict(op.locked)]
     if not locked:
         return None
     action = locked[0]
@@ -145,7 +153,7 @@ def decorate(op, user, journal, *, bound=None, placed=None):
         else None
     )
     op.journal = [row for row in journal if row.subject_id == str(op.pk)]
-    op.reconcile_status = explain.reconcile_status(op, op.journal)
+    op.reconcile_status = reconciling.reconcile_status(op, op.journal)
     op.polling = bool(
         (op.reconcile_status and op.reconcile_status.pending)
         or op.state == OperationState.SUBMITTED
@@ -224,6 +232,9 @@ def item_context(request, enquiry, *, bound=None):
     )
     if delivering is None and not enquiry_owner.queued and queued:
         delivering = queued[0]
+    for op in operations:
+        if refused.refused_as_invalid(op):
+            op.explain_safe = refused.safe_now(op, enquiry_actions)
     if delivering is not None:
         of = action_label(delivering.action)
         enquiry_owner = ownership.Owner(
@@ -364,8 +375,9 @@ def enquiry_detail(request, reference):
 def operation_card(request, op_id):
     """One operation's card alone: htmx polls it while a reconcile or a call is in flight, and
     swaps it in place when the outcome is recorded. Once the card stops polling its answer is
-    the whole item page: the outcome changes the header, the story, "What happened" and the
-    lifecycle too, and the card's hx-select-oob swaps those from it."""
+    the whole item page: the outcome changes the header, the story, "What happened", the
+    Owner / Response due / Runbook box, the lifecycle, the fields and the journal too, and the
+    card's hx-select-oob swaps every one of those from it."""
     op = get_operation_for_user(request.user, op_id)
     if op.enquiry_id is None:
         return redirect("recovery:operation", op_id=op.pk)  # its own page has no cards

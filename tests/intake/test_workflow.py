@@ -36,6 +36,9 @@ DESIGN_EDGES = {
     ("needs_information", "ready_for_review"),
     ("needs_information", "rejected"),
     ("approved", "ready_for_review"),  # edited after approval: renewed review
+    # Its CRM write refused for data only the resident has: asked of them, the write cancelled.
+    ("approved", "needs_information"),
+    ("submitted", "needs_information"),
     ("approved", "submitted"),
     ("approved", "confirmed"),  # completed by hand
     ("approved", "rejected"),  # withdrawn before any write

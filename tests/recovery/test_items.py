@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ledger import execution
 from ledger.connectors.base import LookupResult
-from ledger.models import Integration, OperationState
+from ledger.models import Integration, Operation, OperationState
 from tests.recovery.pages import card, item_url, text
 
 
@@ -133,3 +133,43 @@ def test_copy_names_the_integration_and_has_no_nested_brackets(story, client_for
     words = text(client_for("coordinator").get(item_url(unavailable)))
     assert "Retry (only an admin or a holder of the recovery permission may)" in words
     assert not re.search(r"\([^()]*\(", words), "nested brackets"
+
+
+def _visible(html):
+    html = re.sub(r"<details.*?</details>", "", html, flags=re.S)
+    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
+
+
+def test_a_failed_lookup_is_judged_again_and_reconcile_is_the_main_action_not_the_handover(
+    demo, client
+):
+    # TEST-001: its look-up failed with a 503 an hour ago. The CRM can be asked now, so the
+    # coordinator's own Reconcile now is the safe step: no hand-over box above it.
+    op = Operation.objects.get(enquiry__reference="TEST-001", action="crm.create_enquiry")
+    client.force_login(demo["coordinator"])
+    html = card(client.get(item_url(op)), op)
+    assert 'class="handoff"' not in html
+    summary = re.search(rf'id="act-{op.pk}-reconcile">\s*<summary class="([^"]*)"', html)
+    assert summary and "primary" in summary[1].split()
+    # The card's first main (primary) control is Reconcile now.
+    first = re.search(r'<(\w+)[^>]*class="[^"]*\bprimary\b[^"]*"[^>]*>([^<]*)', html)
+    assert first and first[2].strip() == "Reconcile now", first and first[0]
+    words = _visible(html)
+    assert "Safe now Reconcile now: the CRM could not be asked before" in words
+    assert "can be looked up now: Reconcile now asks it." in words
+
+    # Paused, the CRM cannot be asked now: the look-up by hand, and who may finish it.
+    Integration.objects.filter(name="crm").update(paused=True)
+    words = _visible(card(client.get(item_url(op)), op))
+    assert "can be looked up now" not in words
+    assert "Safe now Look in the CRM by hand" in words
+
+
+def test_no_handover_box_on_an_item_someone_else_already_owns(demo, client):
+    op = Operation.objects.get(enquiry__reference="TEST-001", action="crm.create_enquiry")
+    Integration.objects.filter(name="crm").update(paused=True)  # the look-up by hand
+    client.force_login(demo["coordinator"])
+    assert 'class="handoff"' in card(client.get(item_url(op)), op)
+    Operation.objects.filter(pk=op.pk).update(owner=demo["admin"])
+    html = card(client.get(item_url(op)), op)
+    assert 'class="handoff"' not in html
