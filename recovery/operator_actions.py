@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from intake import services as intake_services
 from ledger import policies
 from ledger import services as ledger_services
-from recovery import messages
+from recovery import messages, ownership
 from recovery.forms import (
     CancelForm,
     CompleteByHandForm,
@@ -190,7 +190,7 @@ _ALL = [
         False,
         "reassign",
         messages.OPERATION_DONE["reassign"],
-        ledger_services.reassign_operation,
+        ownership.reassign_operation,
         form=ReassignForm,
         extra=("owner",),
         runbook="queue-owners",
@@ -274,7 +274,7 @@ _ALL = [
         False,
         "assign",
         messages.ENQUIRY_DONE["assign"],
-        intake_services.assign_enquiry,
+        ownership.assign_enquiry,
         form=ReassignForm,
         extra=("owner",),
         permissions=ASSIGN_PERMISSIONS,

@@ -235,10 +235,12 @@ def compensate(op_id, *, actor, reason) -> Operation:
     return compensation
 
 
-def reassign_operation(op_id, *, actor, reason, owner) -> Operation:
+def reassign_operation(op_id, *, actor, reason, owner, given=None) -> Operation:
+    """Name ``owner``. ``given``: who owned it without being named (its queue's owner, as the
+    console read it), the hand-over's "from" when nobody was named."""
     with operator_action(op_id, REASSIGN, actor=actor, reason=reason) as act:
         op = act.op
-        previous = op.owner
+        previous = op.owner or given
         op.owner = owner
         op.save(update_fields=["owner", "updated_at"])
         act.journal(

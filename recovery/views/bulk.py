@@ -18,12 +18,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 import recovery.messages
-from intake import services as intake_services
 from intake.models import Enquiry
 from ledger import policies
-from ledger import services as ledger_services
 from ledger.models import Operation
-from recovery import permissions, queue
+from recovery import ownership, permissions, queue
 from recovery.forms import TAKE_REASON, BulkForm, people
 from recovery.operator_actions import ASSIGN_PERMISSIONS, ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views.actions import act
@@ -57,7 +55,7 @@ def take_operation(request, op_id):
     # From the item page the message shows in the card acted on; from the queue, at the top.
     placed = f"at-op-{op.pk}" if back.startswith(item) else ""
     try:
-        ledger_services.reassign_operation(
+        ownership.reassign_operation(
             op.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
         )
     except REFUSALS as exc:
@@ -85,7 +83,7 @@ def take_enquiry(request, reference):
     back = safe_next(request, f"{item}#actions")
     placed = f"at-{ENQUIRY_TARGET}" if back.startswith(item) else ""
     try:
-        intake_services.assign_enquiry(
+        ownership.assign_enquiry(
             enquiry.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
         )
     except REFUSALS as exc:
