@@ -259,6 +259,12 @@ def item_context(request, enquiry, *, bound=None):
         "now": timezone.now(),
         "preselect": request.GET.get("action", ""),
         "edited_by_me": bool(current and current.created_by_id == user.pk),
+        # Why Approve is not offered yet: a field the CRM requires is missing (its words).
+        "approve_blocked": (
+            ledger_services.not_ready_to_approve(enquiry, current)
+            if "approve_revision" in enquiry_actions
+            else ""
+        ),
         "enquiry_bound": bound if bound and bound["target"] == ENQUIRY_TARGET else None,
         "enquiry_messages": placed.get(ENQUIRY_TARGET, []),
         "enquiry_owner": enquiry_owner,
