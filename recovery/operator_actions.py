@@ -228,7 +228,7 @@ _ALL = [
         "Request information",
         "Asks the resident for what is missing, in your message to them (e-mailed as the "
         "“We need more information” message); the enquiry waits.",
-        False,
+        True,  # the e-mail is sent through the notification integration: a destination
         "request-information",
         messages.ENQUIRY_DONE["request_information"],
         intake_services.request_information,
@@ -257,7 +257,7 @@ _ALL = [
         "Reject",
         "Closes the enquiry without delivering it; the resident is e-mailed your message to "
         "them (the “Not taken forward” message).",
-        False,
+        True,  # as Request information: the resident's e-mail goes out
         "reject",
         messages.ENQUIRY_DONE["reject"],
         intake_services.reject_enquiry,

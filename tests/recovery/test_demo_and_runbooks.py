@@ -266,3 +266,9 @@ def test_releasing_the_demos_held_document_read_reads_the_document(db, sandbox, 
     document = Document.objects.get(enquiry=held.enquiry)
     assert document.status == "extracted"
     assert sandbox.stats()["docs"]["total"] == 1
+
+
+def test_the_queue_owners_runbook_points_at_the_setup_page_and_says_a_fresh_install_has_none():
+    text = (settings.BASE_DIR / "docs" / "runbooks" / "queue-owners.md").read_text()
+    assert "Admin →" not in text
+    assert "*Setup* page" in text and "A fresh install has none" in text
