@@ -99,6 +99,31 @@ def take_enquiry(request, reference):
     return redirect(back)
 
 
+def refused_menu(form, user) -> list[tuple[str, str]]:
+    """The refused page's actions: only what this person may do, as the queue's menu offers
+    (recovery.views.queue.bulk_menu): to at least one ticked item, or, with none ticked (or a
+    whole group), what their role lets them do to any item."""
+    op_ids, references = [], []
+    for value in form.data.getlist("item")[:500]:
+        kind, _, key = value.partition(":")
+        if kind == "operation":
+            try:
+                op_ids.append(uuid.UUID(key))
+            except ValueError:
+                continue
+        elif kind == "enquiry" and 0 < len(key) <= 64:
+            references.append(key)
+    offered = set()
+    if op_ids or references:
+        for op in Operation.objects.filter(pk__in=op_ids).select_related("enquiry"):
+            offered.update(permissions.operation_actions(op, user))
+        if references and permissions.can_assign(user):
+            offered.add("reassign")
+    else:
+        offered = {a for a, _ in BulkForm.ACTIONS if user.has_perm(policies.PERMISSIONS[a])}
+    return [(value, label) for value, label in BulkForm.ACTIONS if value in offered]
+
+
 def _selected(form) -> tuple[list[Operation], list[Enquiry], int]:
     """(operations, enquiries, how many more the group held than BULK_LIMIT)."""
     group = form.cleaned_data.get("group")
@@ -153,7 +178,7 @@ def bulk(request):
                 "data": form.data,
                 "items": form.data.getlist("item")[:500],
                 "back": back,
-                "bulk_actions": BulkForm.ACTIONS,
+                "bulk_actions": refused_menu(form, request.user),
                 "owners": people(),
             },
             status=422,

@@ -272,3 +272,9 @@ def test_the_queue_owners_runbook_points_at_the_setup_page_and_says_a_fresh_inst
     text = (settings.BASE_DIR / "docs" / "runbooks" / "queue-owners.md").read_text()
     assert "Admin →" not in text
     assert "*Setup* page" in text and "A fresh install has none" in text
+
+
+def test_the_demo_leaves_no_integration_without_an_owner(demo):
+    from recovery.readiness import integrations_without_owner
+
+    assert integrations_without_owner() == []
