@@ -46,9 +46,12 @@ def enquiries(count: int, *, prefix: str, state: str, **fields):
     the bare loops in bench/baselines.py give their records)."""
     from django.utils import timezone
 
-    from intake.models import Enquiry, Revision
+    from intake.models import Category, Enquiry, Revision
 
     now = timezone.now()
+    # Filed under a category: the CRM requires one before an approval (ledger.kinds).
+    category, _ = Category.objects.get_or_create(slug="waste", defaults={"name": "Bins"})
+    fields.setdefault("category", category)
     made = []
     for start in range(0, count, BATCH):
         batch = [
@@ -70,6 +73,7 @@ def enquiries(count: int, *, prefix: str, state: str, **fields):
             Revision(
                 enquiry=e,
                 number=1,
+                category=e.category,
                 fields={"name": e.name, "email": e.email, "message": e.message},
                 created_at=now,
             )

@@ -45,18 +45,22 @@ NAME = "handover_hostile_reads"
 def _enquiry(reference: str):
     from django.db import transaction
 
-    from intake.models import Enquiry, Revision
+    from intake.models import Category, Enquiry, Revision
 
+    # Filed under a category: the CRM requires one before an approval (ledger.kinds).
+    category, _ = Category.objects.get_or_create(slug="waste", defaults={"name": "Bins"})
     enquiry = Enquiry.objects.create(
         reference=reference,
         source="bench",
         name="A Resident",
         email="resident@example.org",
         message="My bin was not collected",
+        category=category,
     )
     Revision.objects.create(
         enquiry=enquiry,
         number=1,
+        category=category,
         fields={"name": "A Resident", "email": "resident@example.org", "message": "My bin"},
     )
     with transaction.atomic():

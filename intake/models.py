@@ -1,3 +1,4 @@
+import re
 import secrets
 import unicodedata
 import uuid
@@ -155,9 +156,34 @@ class PrefixSearchQuery(SearchQuery):
         return prefixed, [*params, r"'((?:[^']|''){2,})'", r"'\1':*"]
 
 
+# A hyphen inside a word ("nunez-family"): read whole, the query wants the compound as one
+# token, which a longer compound ("the-nunez-family@…") or an e-mail address split at its
+# punctuation does not hold. So the search is also made with each such word as the phrase of
+# its parts ("nunez family", adjacent), and either finds it. A leading "-" still means "not";
+# a query with quotes of its own is left as typed.
+INNER_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
+
+
+def _hyphens_as_phrases(text: str) -> str:
+    if '"' in text:
+        return text
+    return " ".join(
+        f'"{INNER_HYPHEN.sub(" ", word)}"' if INNER_HYPHEN.search(word) else word
+        for word in text.split()
+    )
+
+
 def search_query(text: str) -> SearchQuery:
     """What a person typed as a prefix web search (``PrefixSearchQuery``)."""
-    return PrefixSearchQuery(unaccented(Value(text)), config=SEARCH_CONFIG, search_type="websearch")
+    query = PrefixSearchQuery(
+        unaccented(Value(text)), config=SEARCH_CONFIG, search_type="websearch"
+    )
+    parts = _hyphens_as_phrases(text)
+    if parts == text:
+        return query
+    return query | PrefixSearchQuery(
+        unaccented(Value(parts)), config=SEARCH_CONFIG, search_type="websearch"
+    )
 
 
 class Enquiry(ConcurrentTransitionMixin, models.Model):

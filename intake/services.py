@@ -438,8 +438,10 @@ def revise_enquiry(enquiry_id, *, actor, reason, fields: dict, category=None) ->
     return revision
 
 
-def assign_enquiry(enquiry_id, *, actor, reason, owner) -> Enquiry:
-    """Name the person who owns an enquiry; not a change of state, so journalled by signal."""
+def assign_enquiry(enquiry_id, *, actor, reason, owner, given=None) -> Enquiry:
+    """Name the person who owns an enquiry; not a change of state, so journalled by signal.
+    ``given``: who owned it without being named (its queue's owner, as the console read it),
+    the hand-over's "from" when nobody was named."""
     require_reason(reason, actor=actor)
     if isinstance(actor, AbstractBaseUser):
         if not actor.is_active or not (
@@ -452,7 +454,7 @@ def assign_enquiry(enquiry_id, *, actor, reason, owner) -> Enquiry:
         raise ActionRefused(f"{owner.get_username()} is not an active user.")
     with transaction.atomic():
         enquiry = _locked(enquiry_id)
-        previous = enquiry.owner
+        previous = enquiry.owner or given
         enquiry.owner = owner
         enquiry.save(update_fields=["owner", "updated_at"])
         signals.enquiry_action.send(

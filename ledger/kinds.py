@@ -80,6 +80,14 @@ class Kind:
     # How a transient failure is retried (ledger.policies.retry_schedule): "budget", the row's
     # retry budget and backoff; "email", for hours as e-mail is (the EMAIL_RETRY_* settings).
     retries = "budget"
+    # Action -> the payload fields the destination refuses to go without (not empty): an
+    # approval that would send one without them is refused in the reviewer's words first
+    # (ledger.services.actions.approve_revision).
+    requires: dict[str, tuple[str, ...]] = {}
+
+    def missing(self, action: str, payload: dict) -> list[str]:
+        """The fields ``action``'s destination requires that ``payload`` does not hold."""
+        return [f for f in self.requires.get(action, ()) if payload.get(f) in (None, "")]
 
     def serves(self, integration_name: str) -> bool:
         return integration_name in self.connectors
@@ -223,6 +231,8 @@ class HandoverKind(Kind):
         "documents": {Action.EXTRACT_DOCUMENT: DocumentsConnector},
         "appointments": {Action.READ_APPOINTMENTS: AppointmentsConnector},
     }
+    # The contract's enquiry is filed under a category (docs/integrations.md).
+    requires = {Action.CREATE_ENQUIRY: ("category",)}
 
     # A read each integration answers without changing anything.
     PROBES = {
@@ -279,6 +289,8 @@ class BottleCrmKind(Kind):
     # BottleCRM is run. A server run with a longer timeout needs the row's delay raised.
     declared = Capabilities(lookup=True, idempotency_key=False, settle_delay_seconds=30.0)
     needs_token = True
+    # A case is filed under the category the description names (docs/connectors.md).
+    requires = {Action.CREATE_ENQUIRY: ("category",)}
 
     def check_destination(self, integration, connector):
         # 1. Reachable, credentials accepted, and the look-up a reconcile relies on answers.

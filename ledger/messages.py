@@ -49,6 +49,11 @@ NO_SUCH_OPERATION = _("No such operation.")
 # action: the action's code with spaces ("complete by hand"); state and operation: codes.
 NOT_OFFERED = _("%(action)s is not possible for a %(state)s %(operation)s.")
 ENQUIRY_NOT_APPROVABLE = _("A %(state)s enquiry cannot be approved.")
+# A field the CRM refuses to go without (ledger.kinds.Kind.requires), in the reviewer's words.
+NEEDED_BY_DESTINATION = {
+    "category": _("Choose a category before approving: the CRM needs one."),
+}
+NEEDED_FIELD = _("Fill in %(field)s before approving: the CRM needs it.")
 ALREADY_SENT = _(
     "Revision %(revision)s already has a %(state)s CRM write that was sent; it cannot be "
     "approved again under the same key."

@@ -43,6 +43,10 @@ PAGE_TOO_FAR = _("Page %(number)s is too far: showing page %(last)s.")
 FILTER_NOT_UNDERSTOOD = _("%(name)s “%(value)s” not understood; showing all.")
 # limit: how many words a search reads; dropped: the words past it, as typed.
 SEARCH_WORDS_DROPPED = _("A search reads its first %(limit)s words: “%(dropped)s” was left out.")
+SEARCH_CHARACTERS_DROPPED = _(
+    "A search reads its first %(limit)s characters; yours had %(length)s, so “%(dropped)s” was "
+    "left out."
+)
 
 # --- an action on an item (recovery.views.actions) ----------------------------------------------
 NOT_POSSIBLE_FOR_ITEM = _("That is not possible in the item's current state.")
@@ -200,6 +204,21 @@ READY_NO_ADMIN = _(
     "Nobody has the admin role with staff status: only a superuser can change the set-up."
 )
 READY_ROLE_FIX = _("Grant the role on the people page (or with python manage.py provision).")
+READY_INTEGRATION_NO_OWNER = _(
+    "Nobody owns these integrations, so nobody is told when they fail: %(integrations)s."
+)
+READY_INTEGRATION_NO_OWNER_FIX = _(
+    "Name an owner on each integration's settings page (or in the provisioning file)."
+)
+# people: usernames.
+READY_NO_ADDRESS = _(
+    "These people have a role and no e-mail address, so nothing they own reaches them: %(people)s."
+)
+READY_NO_ADDRESS_FIX = _("Give each an e-mail address on the people page.")
+READY_NO_CATEGORY = _(
+    "There are no categories: no enquiry can be approved, since the CRM needs one."
+)
+READY_NO_CATEGORY_FIX = _("Add the council's categories on the setup page.")
 
 # --- the setup pages (recovery.views.setup) ----------------------------------------------------
 SETUP_NOTHING_CHANGED = _("Nothing changed: the values were already those.")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from intake import services as intake_services
 from ledger import policies
 from ledger import services as ledger_services
-from recovery import messages
+from recovery import messages, ownership
 from recovery.forms import (
     CancelForm,
     CompleteByHandForm,
@@ -190,7 +190,7 @@ _ALL = [
         False,
         "reassign",
         messages.OPERATION_DONE["reassign"],
-        ledger_services.reassign_operation,
+        ownership.reassign_operation,
         form=ReassignForm,
         extra=("owner",),
         runbook="queue-owners",
@@ -228,7 +228,7 @@ _ALL = [
         "Request information",
         "Asks the resident for what is missing, in your message to them (e-mailed as the "
         "“We need more information” message); the enquiry waits.",
-        False,
+        True,  # the e-mail is sent through the notification integration: a destination
         "request-information",
         messages.ENQUIRY_DONE["request_information"],
         # The ledger's: from a CRM write refused as invalid it cancels that write first.
@@ -258,7 +258,7 @@ _ALL = [
         "Reject",
         "Closes the enquiry without delivering it; the resident is e-mailed your message to "
         "them (the “Not taken forward” message).",
-        False,
+        True,  # as Request information: the resident's e-mail goes out
         "reject",
         messages.ENQUIRY_DONE["reject"],
         intake_services.reject_enquiry,
@@ -275,7 +275,7 @@ _ALL = [
         False,
         "assign",
         messages.ENQUIRY_DONE["assign"],
-        intake_services.assign_enquiry,
+        ownership.assign_enquiry,
         form=ReassignForm,
         extra=("owner",),
         permissions=ASSIGN_PERMISSIONS,

@@ -250,3 +250,24 @@ def attach_owners(enquiries) -> None:
             enquiry.effective_owner = Owner(policy_owner, owner_why(False, queue=queue))
         else:
             enquiry.effective_owner = effective_owner(None, None, queue=queue)
+
+
+def reassign_operation(op_id, *, actor, reason, owner):
+    """Reassign an operation, the owner its queue's policy gave it said as the one it came
+    from (the queue page's "changed owner" notice reads the hand-over's "from")."""
+    from ledger import services
+    from ledger.models import Operation
+
+    op = Operation.objects.select_related("owner").filter(pk=op_id).first()
+    given = item_owner(op).user if op is not None else None
+    return services.reassign_operation(op_id, actor=actor, reason=reason, owner=owner, given=given)
+
+
+def assign_enquiry(enquiry_id, *, actor, reason, owner):
+    """Reassign an enquiry, the owner its queue's policy gave it said as the one it came from."""
+    from intake import services
+    from intake.models import Enquiry
+
+    enquiry = Enquiry.objects.select_related("owner").filter(pk=enquiry_id).first()
+    given = item_owner(enquiry).user if enquiry is not None else None
+    return services.assign_enquiry(enquiry_id, actor=actor, reason=reason, owner=owner, given=given)

@@ -97,6 +97,64 @@ def role_members() -> dict[str, int]:
     }
 
 
+def integrations_without_owner() -> list[str]:
+    """Every integration Handover has whose row names no owner (or has no row yet)."""
+    from ledger.models import Integration
+
+    owned = set(Integration.objects.filter(owner__isnull=False).values_list("name", flat=True))
+    return [str(label) for name, label in Integration.NAMES if name not in owned]
+
+
+def people_without_address() -> list[str]:
+    """Active people with a console role and no e-mail address, by username."""
+    from django.contrib.auth import get_user_model
+
+    from recovery.setup import ROLES
+
+    users = get_user_model().objects.filter(is_active=True, groups__name__in=ROLES)
+    blank = users.filter(Q(email="") | Q(email__isnull=True)).distinct()
+    return sorted(blank.values_list("username", flat=True))
+
+
+def _more_findings(setup: str, people: str) -> list[Finding]:
+    """An integration without an owner, a person with a role and no address, no categories."""
+    from django.urls import reverse
+
+    from intake.models import Category
+
+    found = []
+    unowned = integrations_without_owner()
+    if unowned:
+        found.append(
+            Finding(
+                "handover.W107",
+                messages.READY_INTEGRATION_NO_OWNER % {"integrations": ", ".join(unowned)},
+                messages.READY_INTEGRATION_NO_OWNER_FIX,
+                reverse("recovery:integrations"),
+            )
+        )
+    unreachable = people_without_address()
+    if unreachable:
+        found.append(
+            Finding(
+                "handover.W108",
+                messages.READY_NO_ADDRESS % {"people": ", ".join(unreachable)},
+                messages.READY_NO_ADDRESS_FIX,
+                people,
+            )
+        )
+    if not Category.objects.filter(active=True).exists():
+        found.append(
+            Finding(
+                "handover.W109",
+                messages.READY_NO_CATEGORY,
+                messages.READY_NO_CATEGORY_FIX,
+                setup + "#categories",
+            )
+        )
+    return found
+
+
 def findings() -> list[Finding]:
     """What stops this install from telling the right person about the right work."""
     from django.urls import reverse
@@ -158,4 +216,4 @@ def findings() -> list[Finding]:
         found.append(
             Finding("handover.W106", messages.READY_NO_ADMIN, messages.READY_ROLE_FIX, people)
         )
-    return found
+    return found + _more_findings(setup, people)

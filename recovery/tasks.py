@@ -9,7 +9,6 @@ from django.utils import timezone
 
 from config.context import background_run
 from intake import answers
-from intake import services as intake_services
 from intake.models import Enquiry
 from intake.residentmodels import ResidentAnswer
 from ledger import journal
@@ -67,11 +66,11 @@ def escalate_overdue(now=None) -> int:
                 )
                 if backup is not None and previous != backup:
                     if subject_type == "ledger.operation":
-                        ledger_services.reassign_operation(
+                        ownership.reassign_operation(
                             subject.pk, actor=ACTOR, reason=reason, owner=backup
                         )
                     elif subject_type == "intake.enquiry":
-                        intake_services.assign_enquiry(
+                        ownership.assign_enquiry(
                             subject.pk, actor=ACTOR, reason=reason, owner=backup
                         )
                     elif subject_type == "intake.residentanswer":

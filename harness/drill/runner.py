@@ -439,8 +439,14 @@ class Drill:
         self.wait(lambda: not busy(), f"{enquiry.reference}'s work to come to rest", timeout)
 
     def approve(self, enquiry, actor=None) -> Operation:
+        from intake.models import Revision
         from ledger.services import approve_revision
 
+        # The CRM requires a category before an approval (ledger.kinds): a revision the
+        # classifier left without one is filed under the drill's first, as a reviewer would.
+        Revision.objects.filter(
+            enquiry=enquiry, number=enquiry.current_revision, category__isnull=True
+        ).update(category=self.categories[0])
         return approve_revision(enquiry.pk, actor=actor or self.reviewer, reason="drill: approve")
 
     def queue_row(self, kind: str, key) -> str | None:

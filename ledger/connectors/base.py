@@ -166,6 +166,20 @@ class Connector:
             )
         return response, body, external_id
 
+    @staticmethod
+    def needs(operation, key):
+        """The payload's ``key``: an operation proposed without it is Handover's own mistake,
+        said as one (internal, nothing sent), never a bare KeyError."""
+        payload = operation.payload if isinstance(operation.payload, dict) else {}
+        value = payload.get(key)
+        if value is None or value == "":
+            raise ConnectorError(
+                ErrorKind.INTERNAL,
+                f"the {operation.action} operation was proposed without {key!r} in its payload, "
+                "so there is nothing to send it with; nothing was sent",
+            )
+        return value
+
     # -- the interface -----------------------------------------------------------------------
     def request_summary(self, operation) -> dict[str, Any]:
         """What the attempt row records before the call (no personal data beyond the key)."""

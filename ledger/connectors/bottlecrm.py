@@ -134,7 +134,7 @@ class BottleCrmCaseCreate(Connector):
         }
 
     def call(self, operation):
-        reference = operation.payload["reference"]
+        reference = self.needs(operation, "reference")
         try:
             response = self.request(
                 "POST",
@@ -187,7 +187,7 @@ class BottleCrmCaseCreate(Connector):
     def lookup(self, operation):
         if not self.integration.capabilities.lookup:
             return LookupResult(supported=False)
-        reference = operation.payload["reference"]
+        reference = self.needs(operation, "reference")
         response = self.request("GET", CASES, params=lookup_params(reference))
         body = response.body if isinstance(response.body, dict) else {}
         cases = body.get("cases")
@@ -236,7 +236,7 @@ class BottleCrmCaseClose(Connector):
         }
 
     def call(self, operation):
-        case_id = operation.payload["external_id"]
+        case_id = self.needs(operation, "external_id")
         response = self.request(
             "PATCH",
             case_path(case_id),
@@ -249,7 +249,7 @@ class BottleCrmCaseClose(Connector):
 
     def lookup(self, operation):
         # "Is the case already closed?" Reading one case by ID needs no search capability.
-        case_id = operation.payload["external_id"]
+        case_id = self.needs(operation, "external_id")
         response = self.request("GET", case_path(case_id))
         body = response.body if isinstance(response.body, dict) else {}
         case = body.get("cases_obj") if isinstance(body.get("cases_obj"), dict) else {}

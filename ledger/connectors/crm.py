@@ -39,7 +39,9 @@ class CrmCreateConnector(CrmRecords, Connector):
             return LookupResult(supported=False)
         try:
             response = self.request(
-                "GET", http.path(*ENQUIRIES), params={"reference": operation.payload["reference"]}
+                "GET",
+                http.path(*ENQUIRIES),
+                params={"reference": self.needs(operation, "reference")},
             )
         except ConnectorError as exc:
             if exc.status == 501:
@@ -62,7 +64,7 @@ class CrmCloseConnector(CrmRecords, Connector):
     def call(self, operation):
         response = self.request(
             "POST",
-            http.path(*ENQUIRIES, operation.payload["external_id"], "close"),
+            http.path(*ENQUIRIES, self.needs(operation, "external_id"), "close"),
             operation=operation,
             idempotent=self.integration.capabilities.idempotency_key,
             json_body={"reason": operation.payload.get("reason", "")},
@@ -70,14 +72,14 @@ class CrmCloseConnector(CrmRecords, Connector):
         body = response.body if isinstance(response.body, dict) else {}
         return CallResult(
             response.status,
-            str(body.get("id") or operation.payload["external_id"]),
+            str(body.get("id") or self.needs(operation, "external_id")),
             response.summary(),
             {"closed": bool(body.get("closed")), "closed_at": body.get("closed_at")},
         )
 
     def lookup(self, operation):
         # "Is the record already closed?" Reading one record by ID needs no search capability.
-        response = self.request("GET", http.path(*ENQUIRIES, operation.payload["external_id"]))
+        response = self.request("GET", http.path(*ENQUIRIES, self.needs(operation, "external_id")))
         body = response.body if isinstance(response.body, dict) else {}
         if body.get("closed"):
             return LookupResult(

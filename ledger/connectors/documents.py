@@ -19,15 +19,16 @@ class DocumentsConnector(Connector):
             params["version"] = operation.payload["version"]
         response = self.request(
             "GET",
-            http.path("docs", operation.payload["document_id"]),
+            http.path("docs", self.needs(operation, "document_id")),
             operation=operation,
             params=params,
             max_bytes=reading.document_max_bytes(),
         )
         body = response.body if isinstance(response.body, dict) else {}
+        read = body.get("id", operation.payload["document_id"])
         return CallResult(
             response.status,
-            f"{body.get('id', operation.payload['document_id'])}@{body.get('version', '')}",
+            f"{read}@{body.get('version', '')}",
             response.summary(),
             {
                 "version": body.get("version"),

@@ -34,7 +34,7 @@ class NotifyConnector(Connector):
         if not self.integration.capabilities.lookup:
             return LookupResult(supported=False)
         response = self.request(
-            "GET", http.path(*MESSAGES), params={"reference": operation.payload["reference"]}
+            "GET", http.path(*MESSAGES), params={"reference": self.needs(operation, "reference")}
         )
         template = operation.payload.get("template")
         results = [

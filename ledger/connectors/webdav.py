@@ -59,7 +59,7 @@ class WebDavDocumentRead(Connector):
         }
 
     def call(self, operation):
-        document_id = operation.payload["document_id"]
+        document_id = self.needs(operation, "document_id")
         asked = str(operation.payload.get("version") or "")
         where = http.path(document_id)
         try:

@@ -15,7 +15,7 @@ from intake.classification import record_review_outcome
 from intake.models import Enquiry, EnquiryState
 from ledger import failpoints, journal, messages, storable
 from ledger.execution import schedule_reconcile
-from ledger.models import Action, Operation, OperationState, payload_hash
+from ledger.models import Action, Integration, Operation, OperationState, kind_of, payload_hash
 from ledger.policies import (
     APPROVE,
     CANCEL,
@@ -38,8 +38,32 @@ from ledger.services.common import (
 # --- approval -----------------------------------------------------------------------------------
 
 
+def not_ready_to_approve(enquiry, revision=None) -> str:
+    """Why the revision cannot be approved yet, in the reviewer's words: a field the CRM's
+    kind requires (ledger.kinds.Kind.requires) that its write would go without. "" when
+    nothing is missing (or there is no CRM row to ask)."""
+    revision = revision or enquiry.revision
+    if revision is None:
+        return ""
+    integration = Integration.objects.filter(name="crm").first()
+    try:
+        kind = kind_of(integration) if integration is not None else None
+    except LookupError:
+        kind = None
+    if kind is None:
+        return ""
+    missing = kind.missing(Action.CREATE_ENQUIRY, crm_payload(enquiry, revision))
+    if not missing:
+        return ""
+    field = missing[0]
+    return str(
+        messages.NEEDED_BY_DESTINATION.get(field) or messages.NEEDED_FIELD % {"field": field}
+    )
+
+
 def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
-    """Enquiry.approve + the CRM operation for that revision approved + its task, one commit."""
+    """Enquiry.approve + the CRM operation for that revision approved + its task, one commit.
+    Refused, nothing changed, while the CRM's write would lack a field it requires."""
     require_permission(actor, "intake.approve_revision")
     if reason:  # blank: the default reason below
         require_reason(reason)
@@ -52,6 +76,9 @@ def approve_revision(enquiry_id, *, actor, reason="") -> Operation:
             raise ActionRefused(
                 messages.ENQUIRY_NOT_APPROVABLE % {"state": enquiry.get_state_display()}
             ) from exc
+        missing = not_ready_to_approve(enquiry, revision)
+        if missing:  # raised inside the block: the transition above is rolled back with it
+            raise ActionRefused(missing)
         enquiry.save()
         record_review_outcome(enquiry)  # classification quality: accepted or overridden
         revision.approved_by = actor if isinstance(actor, AbstractBaseUser) else None
@@ -235,10 +262,12 @@ def compensate(op_id, *, actor, reason) -> Operation:
     return compensation
 
 
-def reassign_operation(op_id, *, actor, reason, owner) -> Operation:
+def reassign_operation(op_id, *, actor, reason, owner, given=None) -> Operation:
+    """Name ``owner``. ``given``: who owned it without being named (its queue's owner, as the
+    console read it), the hand-over's "from" when nobody was named."""
     with operator_action(op_id, REASSIGN, actor=actor, reason=reason) as act:
         op = act.op
-        previous = op.owner
+        previous = op.owner or given
         op.owner = owner
         op.save(update_fields=["owner", "updated_at"])
         act.journal(

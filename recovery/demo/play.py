@@ -16,10 +16,23 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from intake.models import Category, Enquiry, EventConflict, IntakeEvent, Revision, Suggestion
+from intake.models import (
+    Category,
+    Document,
+    Enquiry,
+    EventConflict,
+    IntakeEvent,
+    Revision,
+    Suggestion,
+)
 from ledger import journal, wording
 from ledger.models import Action, Attempt, Integration, Operation, payload_hash
-from ledger.proposals import acknowledgement_payload
+from ledger.proposals import (
+    _operation_key,
+    acknowledgement_payload,
+    extraction_detail,
+    extraction_payload,
+)
 from ledger.receipt import FAILURES_FOR_A_PERSON
 from recovery.demo import steps as on
 from recovery.demo.stories import POLICIES, STORIES
@@ -223,6 +236,14 @@ class Player:
             revision = 1
             payload = acknowledgement_payload(enquiry)
             key = f"{enquiry.pk}:{action}:{wording.RECEIVED}:r1"
+        if action == Action.EXTRACT_DOCUMENT:
+            # A read names the document and version it reads, as ledger.proposals makes it:
+            # the connector reads the payload's document_id (a reference alone is not a read).
+            document, _ = Document.objects.get_or_create(
+                enquiry=enquiry, document_id=f"{enquiry.reference}-photos", version="1"
+            )
+            payload = extraction_payload(document)
+            key = _operation_key(enquiry, action, revision, extraction_detail(document))
         with at(self.moment(step.minutes)):
             op = Operation.objects.create(
                 enquiry=enquiry,

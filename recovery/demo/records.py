@@ -13,7 +13,9 @@ from __future__ import annotations
 import copy
 import time
 
+from ledger import http
 from ledger.connectors.base import ConnectorError
+from ledger.models import Action
 from ledger.policies import connector_for
 
 # How long the seed waits for a destination that is still starting (make run starts the
@@ -32,6 +34,9 @@ def at_destination(op, count: int, *, wait: float = WAIT_SECONDS) -> list[str]:
     record for the same reference, as a blind repeat without the key's protection would make
     it (its own key)."""
     connector = connector_for(op)
+    if op.action == Action.EXTRACT_DOCUMENT:
+        # A read makes nothing: the document it reads is put in the store for it to find.
+        return [_retrying(lambda: _put_document(connector, op), op, wait) for _ in range(count)]
     made = []
     for number in range(count):
         twin = op
@@ -42,11 +47,26 @@ def at_destination(op, count: int, *, wait: float = WAIT_SECONDS) -> list[str]:
     return made
 
 
+def _put_document(connector, op) -> str:
+    response = connector.request(
+        "PUT",
+        http.path("docs", op.payload["document_id"]),
+        data="Photos of the ceiling damage after the leak upstairs.",
+        headers={"Content-Type": "text/plain"},
+    )
+    body = response.body if isinstance(response.body, dict) else {}
+    return f"{op.payload['document_id']}@{body.get('version', '')}"
+
+
 def _call(connector, op, wait: float) -> str:
+    return _retrying(lambda: connector.call(op).external_id, op, wait)
+
+
+def _retrying(make, op, wait: float) -> str:
     deadline = time.monotonic() + wait
     while True:
         try:
-            return connector.call(op).external_id
+            return make()
         except ConnectorError as exc:
             if exc.kind.value != "transient" or time.monotonic() >= deadline:
                 raise DestinationUnavailable(

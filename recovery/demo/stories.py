@@ -269,7 +269,12 @@ DELIVERY = (
         steps=(
             Intake(explanation="Mentions a leak: housing repairs."),
             Write(
-                Action.EXTRACT_DOCUMENT, "documents", 0.5, ((0, "approve", "system"),), held=True
+                Action.EXTRACT_DOCUMENT,
+                "documents",
+                0.5,
+                ((0, "approve", "system"),),
+                held=True,
+                records=("the photos",),
             ),
             Pause(
                 6, "documents", "document store returns other tenants' files; vendor investigating"

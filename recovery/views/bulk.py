@@ -18,12 +18,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 import recovery.messages
-from intake import services as intake_services
 from intake.models import Enquiry
 from ledger import policies
-from ledger import services as ledger_services
 from ledger.models import Operation
-from recovery import permissions, queue
+from recovery import ownership, permissions, queue
 from recovery.forms import TAKE_REASON, BulkForm, people
 from recovery.operator_actions import ASSIGN_PERMISSIONS, ENQUIRY_ACTIONS, OPERATION_ACTIONS
 from recovery.views.actions import act
@@ -57,7 +55,7 @@ def take_operation(request, op_id):
     # From the item page the message shows in the card acted on; from the queue, at the top.
     placed = f"at-op-{op.pk}" if back.startswith(item) else ""
     try:
-        ledger_services.reassign_operation(
+        ownership.reassign_operation(
             op.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
         )
     except REFUSALS as exc:
@@ -85,7 +83,7 @@ def take_enquiry(request, reference):
     back = safe_next(request, f"{item}#actions")
     placed = f"at-{ENQUIRY_TARGET}" if back.startswith(item) else ""
     try:
-        intake_services.assign_enquiry(
+        ownership.assign_enquiry(
             enquiry.pk, actor=request.user, reason=TAKE_REASON, owner=request.user
         )
     except REFUSALS as exc:
@@ -99,6 +97,31 @@ def take_enquiry(request, reference):
             request, recovery.messages.ENQUIRY_TAKEN % {"reference": reference}, extra_tags=placed
         )
     return redirect(back)
+
+
+def refused_menu(form, user) -> list[tuple[str, str]]:
+    """The refused page's actions: only what this person may do, as the queue's menu offers
+    (recovery.views.queue.bulk_menu): to at least one ticked item, or, with none ticked (or a
+    whole group), what their role lets them do to any item."""
+    op_ids, references = [], []
+    for value in form.data.getlist("item")[:500]:
+        kind, _, key = value.partition(":")
+        if kind == "operation":
+            try:
+                op_ids.append(uuid.UUID(key))
+            except ValueError:
+                continue
+        elif kind == "enquiry" and 0 < len(key) <= 64:
+            references.append(key)
+    offered = set()
+    if op_ids or references:
+        for op in Operation.objects.filter(pk__in=op_ids).select_related("enquiry"):
+            offered.update(permissions.operation_actions(op, user))
+        if references and permissions.can_assign(user):
+            offered.add("reassign")
+    else:
+        offered = {a for a, _ in BulkForm.ACTIONS if user.has_perm(policies.PERMISSIONS[a])}
+    return [(value, label) for value, label in BulkForm.ACTIONS if value in offered]
 
 
 def _selected(form) -> tuple[list[Operation], list[Enquiry], int]:
@@ -155,7 +178,7 @@ def bulk(request):
                 "data": form.data,
                 "items": form.data.getlist("item")[:500],
                 "back": back,
-                "bulk_actions": BulkForm.ACTIONS,
+                "bulk_actions": refused_menu(form, request.user),
                 "owners": people(),
             },
             status=422,

@@ -27,6 +27,7 @@ from recovery.views.common import (
     require,
 )
 from recovery.views.documents import documents_context
+from recovery.views.queue import record_visit
 from recovery.words import action_label
 
 # Console action -> its URL segment (recovery/urls.py names them op-<segment>, enquiry-<segment>).
@@ -270,6 +271,12 @@ def item_context(request, enquiry, *, bound=None):
         "now": timezone.now(),
         "preselect": request.GET.get("action", ""),
         "edited_by_me": bool(current and current.created_by_id == user.pk),
+        # Why Approve is not offered yet: a field the CRM requires is missing (its words).
+        "approve_blocked": (
+            ledger_services.not_ready_to_approve(enquiry, current)
+            if "approve_revision" in enquiry_actions
+            else ""
+        ),
         "enquiry_bound": bound if bound and bound["target"] == ENQUIRY_TARGET else None,
         "enquiry_messages": placed.get(ENQUIRY_TARGET, []),
         "enquiry_owner": enquiry_owner,
@@ -337,10 +344,23 @@ def revision_diff(revisions, number):
     return {"rows": rows, "current": current, "previous": previous}
 
 
+def _queues_shown(enquiry, context) -> list[str]:
+    """The queues whose items this page showed to someone who may act on them: they count as
+    looked at (the dashboard's "Last opened"), as on the queue page (inspected_queues)."""
+    queues = set()
+    if context["enquiry_actions"]:
+        queues.add(ownership.enquiry_queue(enquiry))
+    for op in context["operations"]:
+        if getattr(op, "allowed", None):
+            queues.add(ownership.operation_queue(op))
+    return sorted(q for q in queues if q)
+
+
 def render_item(request, enquiry, *, page="item", bound=None, edit_form=None, status=200):
     """The item page (or the review page) of ``enquiry``; ``bound``: a refused form to show
     again, open, with what was typed and its errors (recovery.views.actions.refused)."""
     context = item_context(request, enquiry, bound=bound)
+    record_visit(request.user, _queues_shown(enquiry, context))
     context["edit_form"] = edit_form or EditForm(revision=context["revision"])
     context["nav"] = "review" if page == "review" else "enquiries"
     if bound:

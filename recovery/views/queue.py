@@ -304,8 +304,19 @@ SEARCH_WORDS = 8
 def bounded_query(raw: str) -> tuple[str, list[str]]:
     """What a search reads of ``raw`` and notes saying what it left out."""
     # PostgreSQL refuses a NUL in any text it is sent.
-    words = raw.replace("\x00", "").strip()[:SEARCH_CHARACTERS].split()
+    text = raw.replace("\x00", "").strip()
+    words = text[:SEARCH_CHARACTERS].split()
     notes = []
+    if len(text) > SEARCH_CHARACTERS:
+        dropped = text[SEARCH_CHARACTERS:].strip()
+        notes.append(
+            messages.SEARCH_CHARACTERS_DROPPED
+            % {
+                "limit": SEARCH_CHARACTERS,
+                "length": len(text),
+                "dropped": dropped[:60] + ("…" if len(dropped) > 60 else ""),
+            }
+        )
     if len(words) > SEARCH_WORDS:
         dropped = " ".join(words[SEARCH_WORDS:])
         notes.append(

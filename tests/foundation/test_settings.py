@@ -143,3 +143,17 @@ def test_a_decimal_setting_reads_plain_numbers(monkeypatch, value, expected):
 
     monkeypatch.setenv("SOME_SECONDS", value)
     assert env_float("SOME_SECONDS", 1.0) == expected
+
+
+def test_the_example_environment_sets_each_variable_once():
+    """A variable set twice in .env.example means one of its two lines says what is not so."""
+    from collections import Counter
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parents[2] / ".env.example").read_text().splitlines()
+    names = Counter(
+        line.split("=", 1)[0].strip()
+        for line in lines
+        if "=" in line and not line.lstrip().startswith("#")
+    )
+    assert [name for name, count in names.items() if count > 1] == []

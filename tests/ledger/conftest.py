@@ -89,15 +89,21 @@ def reviewer(make_user):
 @pytest.fixture
 def make_enquiry(db):
     """make_enquiry(**fields) -> an enquiry in ready_for_review with revision 1."""
-    from intake.models import Enquiry, Revision
+    from intake.models import Category, Enquiry, Revision
 
     def make(*, email="resident@example.org", message="My bin was not collected", **extra):
+        # Filed under a category, as the CRM requires of an approval (category=None: none).
+        if "category" not in extra:
+            extra["category"], _ = Category.objects.get_or_create(
+                slug="waste", defaults={"name": "Bins and waste"}
+            )
         enquiry = Enquiry.objects.create(
             source="website", name="A Resident", email=email, message=message, **extra
         )
         Revision.objects.create(
             enquiry=enquiry,
             number=1,
+            category=extra["category"],
             fields={"name": "A Resident", "email": email, "message": message},
         )
         with transaction.atomic():

@@ -161,3 +161,35 @@ def test_a_crash_while_reading_an_answer_is_internal_and_told_once(
     assert op.attempts.count() == 1 and len(server.requests) == 1
     said = explain.external_change(op)
     assert "answered a read" in said and "before anything was sent" not in said
+
+
+def test_a_read_proposed_without_its_document_is_internal_in_words_and_asks_nothing(
+    make_enquiry, integrations, sandbox
+):
+    """A document read whose payload does not name the document (as the demo once made one)
+    is Handover's own mistake said in words, nothing sent: never a bare KeyError."""
+    from ledger.models import Action, Operation, payload_hash
+
+    enquiry = make_enquiry()
+    payload = {"reference": enquiry.reference, "revision": 1}
+    op = Operation.objects.create(
+        enquiry=enquiry,
+        action=Action.EXTRACT_DOCUMENT,
+        revision=1,
+        idempotency_key=f"{enquiry.pk}:{Action.EXTRACT_DOCUMENT}:r1",
+        payload=payload,
+        payload_hash=payload_hash(payload),
+        integration=integrations["documents"],
+    )
+    op.approve(actor="system:tests", reason="test")
+    op.save()
+    assert tasks.execute_operation(str(op.pk)) == "failed (internal error)"
+    op.refresh_from_db()
+    assert (op.state, op.attention, op.last_error_class) == (
+        OperationState.FAILED,
+        "internal_error",
+        "internal",
+    )
+    assert "proposed without 'document_id' in its payload" in op.last_error_message
+    assert "KeyError" not in op.last_error_message
+    assert sandbox.stats()["docs"]["total"] == 0

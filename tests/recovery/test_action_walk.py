@@ -24,7 +24,7 @@ from intake.models import Enquiry, EnquiryState
 from ledger import services as ledger_services
 from ledger.models import Attempt, JournalEntry, Operation, OperationState
 from recovery import explain, permissions
-from recovery.forms import BulkForm
+from recovery.forms import BulkForm, ResidentMessageForm
 from recovery.operator_actions import ACTIONS
 
 S = EnquiryState
@@ -236,6 +236,10 @@ def offered(enquiry_id, people):
                 data = {"reason": f"{role} {action}"}
                 if action == "assign":
                     data["owner"] = people["admin"].pk
+                if ACTIONS[action].form is ResidentMessageForm:
+                    # What the resident reads: without it the action is refused, and an
+                    # enquiry with no category (which cannot be approved) has no way out.
+                    data["resident_message"] = f"{role} {action}: words for the resident"
                 found.append((role, None, action, data))
     return found
 

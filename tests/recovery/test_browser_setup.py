@@ -26,7 +26,7 @@ def test_a_fresh_install_banner_then_the_setup_pages(wide):  # noqa: F811
     wide.click("form [type=submit]")
     wide.wait_for_url(wide.base + "/console/")
     banner = wide.locator("section.readiness")
-    assert "Not ready to go live: 6 things to set up" in banner.inner_text()
+    assert "Not ready to go live: 8 things to set up" in banner.inner_text()
     shot(wide, "setup-banner-fresh-install")
 
     wide.goto(wide.base + "/console/setup/")

@@ -149,7 +149,9 @@ def test_every_record_the_demo_names_is_at_the_sandbox(db, sandbox, monkeypatch)
     from ledger.models import Attempt, Integration, JournalEntry
 
     ensure_integrations()
-    Integration.objects.filter(name__in=("crm", "notify")).update(base_url=sandbox.url, token="")
+    Integration.objects.filter(name__in=("crm", "notify", "documents")).update(
+        base_url=sandbox.url, token=""
+    )
     monkeypatch.setenv("DEMO_PASSWORD", "demo-pass-for-records")
     call_command("seed_demo", make_records=True, stdout=io.StringIO())
 
@@ -227,3 +229,52 @@ def test_a_sweep_right_after_seeding_leaves_the_held_approved_example_waiting(de
     assert (op.state, op.held, op.attempt_count) == (OperationState.APPROVED, True, 0)
     due = Operation.objects.get(enquiry__subject="Fly-tipping", action="crm.create_enquiry")
     assert str(due.pk) in report.executions_enqueued
+
+
+@pytest.mark.slow
+def test_releasing_the_demos_held_document_read_reads_the_document(db, sandbox, monkeypatch):
+    """Seeded as `make run` seeds, the document store resumed and its one held read released
+    by an admin: the read names its document, finds it at the store and confirms (no crash
+    inside Handover, nothing for a person); the store holds the one document it read."""
+    import io
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from intake.models import Document
+    from ledger import services
+    from ledger.execution.executing import execute
+    from ledger.integrations import ensure_integrations
+    from ledger.models import Integration
+
+    ensure_integrations()
+    Integration.objects.filter(name__in=("crm", "notify", "documents")).update(
+        base_url=sandbox.url, token=""
+    )
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-pass-for-records")
+    call_command("seed_demo", make_records=True, stdout=io.StringIO())
+    admin = get_user_model().objects.get(username="admin")
+    held = Operation.objects.get(integration__name="documents", held=True)
+    assert held.payload["document_id"] and held.payload["version"] == "1"
+
+    services.resume_integration("documents", actor=admin, reason="vendor fixed it")
+    services.release_backlog("documents", actor=admin, reason="checked", operation_ids=[held.pk])
+    execute(held.pk)
+
+    held.refresh_from_db()
+    assert (held.state, held.attention, held.last_error_class) == ("confirmed", "", "")
+    document = Document.objects.get(enquiry=held.enquiry)
+    assert document.status == "extracted"
+    assert sandbox.stats()["docs"]["total"] == 1
+
+
+def test_the_queue_owners_runbook_points_at_the_setup_page_and_says_a_fresh_install_has_none():
+    text = (settings.BASE_DIR / "docs" / "runbooks" / "queue-owners.md").read_text()
+    assert "Admin →" not in text
+    assert "*Setup* page" in text and "A fresh install has none" in text
+
+
+def test_the_demo_leaves_no_integration_without_an_owner(demo):
+    from recovery.readiness import integrations_without_owner
+
+    assert integrations_without_owner() == []

@@ -170,3 +170,17 @@ def test_a_document_too_large_to_read_says_so_on_the_card_with_no_retry(client_f
         "failed", action="documents.extract", integration="documents", attention="invalid"
     )
     assert retry_advised(read) is False
+
+
+def test_the_item_page_links_fields_and_corrections_only_for_who_may_open_them(client_for, form):
+    """The review page is a reviewer's: a coordinator is not shown a link that answers 403."""
+    document = form()
+    item = f"/console/enquiries/{document.enquiry.reference}/"
+    link = f'href="{review_url(document)}#documents"'
+    coordinator = client_for("coordinator")
+    page = coordinator.get(item).content.decode()
+    assert "permit-17.pdf" in page and link not in page
+    assert coordinator.get(review_url(document)).status_code == 403
+    page = client_for("reviewer").get(item).content.decode()
+    assert link in page
+    assert client_for("reviewer").get(review_url(document)).status_code == 200

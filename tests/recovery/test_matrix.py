@@ -278,3 +278,14 @@ def test_the_roles_page_lists_every_operator_action_as_the_registry_says():
     text = (Path(settings.BASE_DIR) / "docs" / "roles.md").read_text()
     block = text.split("<!-- operator-actions -->\n", 1)[1].split("<!-- /operator-actions -->")[0]
     assert block == markdown_table()
+
+
+def test_an_action_that_e_mails_the_resident_is_said_to_change_a_destination():
+    """Request information and Reject send the resident's message through the notification
+    integration: the roles table (generated) and the form say they change a destination."""
+    from recovery.forms import ResidentMessageForm
+    from recovery.operator_actions import ACTIONS
+
+    writing = [a for a in ACTIONS.values() if a.form is ResidentMessageForm]
+    assert {a.name for a in writing} >= {"request_information", "reject"}
+    assert all(a.changes_external for a in writing)

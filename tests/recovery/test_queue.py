@@ -455,3 +455,22 @@ def test_opening_the_queue_inspects_only_queues_shown_to_someone_who_can_act(
     assert not QueueVisit.objects.exists()
     client_for("coordinator").get(reverse("recovery:queue"))
     assert set(QueueVisit.objects.values_list("queue", flat=True)) == {Queue.UNKNOWN}
+
+
+def test_an_item_worked_from_its_own_page_counts_as_its_queue_looked_at(story, people, client_for):
+    """A queue cleared from its items' pages (reached from the dashboard, a search, an e-mail)
+    was looked at: the dashboard's "Last opened" says when, not "never". A person who cannot
+    act on the item opens nothing."""
+    from recovery.metrics import stale_queues
+
+    ResponsePolicy.objects.create(queue=Queue.UNKNOWN, review_cadence=timedelta(hours=4))
+    op = story.operation("unknown", attention="lookup_failed")
+    item = reverse("recovery:enquiry", args=[op.enquiry.reference])
+    client_for("reviewer").get(item)
+    assert not QueueVisit.objects.exists()
+    client_for("coordinator").get(item)
+    flag = next(f for f in stale_queues(timezone.now()) if f.queue == Queue.UNKNOWN)
+    assert flag.last_opened is not None
+    page = client_for("admin").get(reverse("recovery:dashboard")).content.decode()
+    row = re.search(r"<tr><td>Operation outcome unknown</td>.*?</tr>", page, re.S)[0]
+    assert "never" not in row

@@ -84,3 +84,31 @@ def test_next_waiting_skips_the_reviewers_own_edits(story, client_for, people):
     assert rejected["Location"] == reverse("recovery:review") + "#content"
     listing = client.get(rejected["Location"]).content.decode()
     assert "The enquiries still waiting (1) are revisions you edited" in listing
+
+
+def test_the_review_page_says_why_approve_is_not_offered_without_a_category(story, client_for):
+    """An enquiry with no category: Approve is shown disabled with the CRM's need in the
+    reviewer's words on the review and item pages; a POST anyway is refused, nothing changed."""
+    from intake.models import EnquiryState
+    from ledger.models import Operation
+
+    words = "Choose a category before approving: the CRM needs one."
+    enquiry = story.enquiry("ready_for_review", category=None)
+    approve = reverse("recovery:enquiry-approve", args=[enquiry.reference])
+    client = client_for("reviewer")
+    for name in ("recovery:review-item", "recovery:enquiry"):
+        page = client.get(reverse(name, args=[enquiry.reference])).content.decode()
+        assert words in page, name
+        assert f'action="{approve}' not in page, name
+    answer = client.post(approve, {"reason": "looks right"})
+    assert answer.status_code == 409
+    assert words in answer.content.decode()
+    enquiry.refresh_from_db()
+    assert enquiry.state == EnquiryState.READY_FOR_REVIEW
+    assert not Operation.objects.filter(enquiry=enquiry).exists()
+
+    # Filed under a category, the same page offers Approve again.
+    filed = story.enquiry("ready_for_review")
+    page = client.get(reverse("recovery:review-item", args=[filed.reference])).content.decode()
+    assert words not in page
+    assert f'action="{reverse("recovery:enquiry-approve", args=[filed.reference])}' in page

@@ -247,3 +247,26 @@ def test_the_count_is_exact_to_a_thousand_then_says_a_thousand_plus(story, clien
     listed = [e.reference for e in capped.context["enquiries"]]
     assert len(listed) == 50 and listed[0] == newest.reference
     assert listed == [newest.reference] + [f"ENQ-C{i:06d}" for i in range(1, 50)]
+
+
+def test_part_of_a_hyphenated_word_finds_it(story, found):
+    """ "nunez-family" is part of "the-nunez-family@example.org" and of "Garcia-Nunez-Family
+    Close": both are found; "-bins" still means "not bins"."""
+    by_address = story.enquiry(
+        "ready_for_review", email="the-nunez-family@example.org", message="Missed collection."
+    )
+    by_street = story.enquiry(
+        "ready_for_review", message="Flat 3, Garcia-Nunez-Family Close: the bins were missed."
+    )
+    story.enquiry("ready_for_review", message="The Nunez residence: a family matter.")
+    assert sorted(found("nunez-family")) == sorted([by_address.reference, by_street.reference])
+    assert found("nunez-family -bins") == [by_address.reference]
+
+
+def test_a_search_longer_than_it_reads_says_what_was_left_out(story, client_for):
+    q = "bin " + "x" * 196 + " " + "tail" * 25  # 301 characters
+    response = client_for("coordinator").get(reverse("recovery:enquiries"), {"q": q})
+    assert response.status_code == 200
+    words = response.content.decode()
+    assert "A search reads its first 200 characters; yours had 301" in words
+    assert "tailtail" in words

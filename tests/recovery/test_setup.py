@@ -25,6 +25,8 @@ ALL = [
     "handover.W104",
     "handover.W105",
     "handover.W106",
+    "handover.W107",
+    "handover.W109",
 ]
 
 
@@ -56,7 +58,7 @@ def test_a_fresh_install_says_everything_it_lacks(root):
         assert check_id in said, said
 
     page = root.get(reverse("recovery:queue")).content.decode()
-    assert "Not ready to go live: 6 things to set up" in page
+    assert "Not ready to go live: 8 things to set up" in page
     assert "Nobody owns these queues" in page and "Operation outcome unknown" in page
     assert "E-mail is not configured" in page
 
@@ -73,11 +75,17 @@ def test_only_admins_see_the_banner(root, make_user):
 @pytest.mark.slow
 def test_the_setup_pages_clear_every_finding(root, superuser, monkeypatch, tmp_path):
     # 1. People: a reviewer, and the superuser takes the admin role (staff comes with it).
-    reviewer = get_user_model().objects.create_user("rita", password="pw-only-tests")
+    reviewer = get_user_model().objects.create_user(
+        "rita", email="rita@example.org", password="pw-only-tests"
+    )
     for person, role in ((reviewer, "reviewer"), (superuser, "admin")):
         response = root.post(
             reverse("recovery:person", args=[person.pk]),
-            {"roles": [role], "reason": "go-live: named in the service plan"},
+            {
+                "roles": [role],
+                "email": person.email,
+                "reason": "go-live: named in the service plan",
+            },
         )
         assert response.status_code == 302, response.content.decode()[:2000]
     # 2. Queues: one default row owned by the admin, the review queue by the reviewer.
@@ -107,14 +115,34 @@ def test_the_setup_pages_clear_every_finding(root, superuser, monkeypatch, tmp_p
             },
         )
         assert response.status_code == 302, response.content.decode()[:2000]
-        # 4. Integrations: each checked from the console (the HTTP destinations' answers
-        # scripted; the relay answers for itself).
+        # 4. Integrations: each owned by the admin, then checked from the console (the HTTP
+        # destinations' answers scripted; the relay answers for itself).
+        for name in ("crm", "notify", "documents", "appointments"):
+            response = root.post(
+                reverse("recovery:integration-settings", args=[name]),
+                {**_integration_form(name), "owner": superuser.pk, "reason": "the admin owns it"},
+            )
+            assert response.status_code == 302, response.content.decode()[:2000]
         scripted = ScriptedDestination()
         monkeypatch.setattr(http, "send", scripted.send)
         scripted.then(200, {"enquiries": []})
         scripted.then(404, {"error": "not_found"}).then(200, {"slots": []})
         for name in ("crm", "notify", "documents", "appointments"):
             root.post(reverse("recovery:check_integration", args=[name]))
+
+    # 5. Categories: the council's first.
+    response = root.post(
+        reverse("recovery:setup-category-new"),
+        {
+            "slug": "waste",
+            "name": "Bins and waste",
+            "keywords": "bin\nrecycling",
+            "active": "on",
+            "tells_resident": "on",
+            "reason": "go-live categories",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
 
     assert findings() == []
     assert "handover.W1" not in checks()
@@ -387,3 +415,33 @@ def test_a_category_form_refuses_keywords_past_the_caps(root, keywords, words):
     from intake.models import Category
 
     assert not Category.objects.exists()
+
+
+def test_an_integration_without_an_owner_is_named(root, superuser):
+    found = {f.id: f for f in findings()}
+    assert "Nobody owns these integrations" in str(found["handover.W107"].text)
+    assert "CRM" in str(found["handover.W107"].text)
+    Integration.objects.update(owner=superuser)
+    assert "handover.W107" not in [f.id for f in findings()]
+
+
+def test_a_person_with_a_role_and_no_address_is_named(root, make_user):
+    assert "handover.W108" not in [f.id for f in findings()]
+    person = make_user("coordinator", username="no-address")
+    get_user_model().objects.filter(pk=person.pk).update(email="")
+    found = {f.id: f for f in findings()}
+    assert "no-address" in str(found["handover.W108"].text)
+    assert "handover.W108" in checks()
+    get_user_model().objects.filter(pk=person.pk).update(email="casey@example.org")
+    assert "handover.W108" not in [f.id for f in findings()]
+
+
+def test_no_categories_is_named_and_one_active_category_clears_it(root):
+    from intake.models import Category
+
+    assert "handover.W109" in [f.id for f in findings()]
+    assert "There are no categories" in root.get(reverse("recovery:queue")).content.decode()
+    Category.objects.create(slug="waste", name="Bins and waste", active=False)
+    assert "handover.W109" in [f.id for f in findings()]
+    Category.objects.filter(slug="waste").update(active=True)
+    assert "handover.W109" not in [f.id for f in findings()]

@@ -130,6 +130,11 @@ def test_approval_puts_no_personal_data_in_tasks_logs_or_journal(received, make_
         with transaction.atomic():
             enquiry.mark_ready_for_review(actor="system:security-tests")
             enquiry.save()
+    # Filed under a category, as the CRM requires before an approval.
+    from intake.models import Category
+
+    category, _ = Category.objects.get_or_create(slug="waste", defaults={"name": "Bins"})
+    enquiry.revisions.filter(number=enquiry.current_revision).update(category=category)
     ledger_services.approve_revision(enquiry.pk, actor=reviewer, reason="looks right")
 
     operations = Operation.objects.filter(enquiry=enquiry)

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from intake.models import Category, Enquiry
 from ledger.integrations import ensure_integrations
+from ledger.models import Integration
 
 DEMO_USERS = {"coordinator": "coordinator", "reviewer": "reviewer", "admin": "admin"}
 # Where the demo's people are told what needs them (recovery.notices): `make run`'s local relay
@@ -64,6 +65,9 @@ class Command(BaseCommand):
                     },
                 )
             ensure_integrations()
+            # The admin owns every integration (told when one refuses Handover's credentials);
+            # readiness names an integration nobody owns (handover.W107).
+            Integration.objects.filter(owner__isnull=True).update(owner=users.get(username="admin"))
             self.seed_enquiries(make_records)
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
         for username in DEMO_USERS:
