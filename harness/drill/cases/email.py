@@ -199,4 +199,6 @@ def email_outage(d: Drill, case: CaseResult):
         case.check(counts == [1] * OUTAGE_MESSAGES, "exactly one message each", counts)
         case.check(people.count() == 0, "nobody involved", people.count())
     for enquiry in sent:
-        reject_enquiry(enquiry.pk, actor=d.editor, reason=CLEANUP)
+        reject_enquiry(
+            enquiry.pk, actor=d.editor, reason=CLEANUP, resident_message=CLEANUP_FOR_RESIDENT
+        )
