@@ -296,7 +296,7 @@ class Soak(Traffic, Chaos, Accounting, Relay):
             log(f"sent {self.events_sent} deliveries of {self.args.events} events")
             # The chaos goes on until every enquiry has been approved (so the CRM writes meet
             # it too), and for one more kill after that.
-            deadline = time.monotonic() + self.args.quiescence_timeout
+            deadline = time.monotonic() + self.args.quiescence_timeout + self.args.relay_down
             while time.monotonic() < deadline and not self.quiet_for_approval():
                 time.sleep(0.5)
             time.sleep(max(self.args.kill_every * 1.5, 3))
