@@ -35,6 +35,7 @@ SECTIONS = (
     "latency",
     "digest",
     "acknowledgement",
+    "resident",
 )
 
 
@@ -95,6 +96,15 @@ def parse_args(argv=None):
         default=None,
         help="approvals/s offered in the latency section (default: half the delivery capacity)",
     )
+    p.add_argument(
+        "--resident-answers",
+        type=int,
+        default=300,
+        help="resident page answers (and inbound replies) per run in the resident section",
+    )
+    p.add_argument(
+        "--resident-clients", type=int, default=8, help="concurrent clients on the resident page"
+    )
     p.add_argument("--digest-items", type=int, default=10_000, help="notices in one digest")
     p.add_argument("--queue-operations", type=int, default=1_000_000)
     p.add_argument("--queue-unresolved", type=int, default=100_000)
@@ -121,6 +131,7 @@ def parse_args(argv=None):
             "latency_seconds": 5.0,
             "digest_items": 200,
             "acknowledgements": 30,
+            "resident_answers": 30,
         }
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
@@ -294,6 +305,36 @@ def table(results: dict) -> str:
                 f"duplicates {ack['duplicates']}, not 202 {ack['not_202']}",
             )
         )
+    rs = results.get("resident")
+    if rs:
+        rows.append(
+            (
+                "resident page POST p99",
+                f"{rs['page_p99_ms']:.0f} ms",
+                f"{rs['baseline_p99_ms']:.0f} ms (bare view)",
+                f"{rs['page_p99_ms'] / rs['baseline_p99_ms']:.1f}x"
+                if rs["baseline_p99_ms"]
+                else "",
+                f"p50 {rs['page_p50_ms']:.0f} ms (bare view {rs['baseline_p50_ms']:.0f} ms); "
+                f"{rs['answers_per_run']} answers from {rs['clients']} clients; "
+                f"not 302 {rs['page_not_302']}, revisions missing {rs['page_revisions_missing']}; "
+                + _cpu(rs, "page_cpu_ms_per_request", "answer"),
+            )
+        )
+        web = rs["inbound_cpu_ms_per_message"].get("web", 0.0)
+        bare = rs["baseline_cpu_ms_per_request"].get("web", 0.0)
+        rows.append(
+            (
+                "inbound reply CPU/message",
+                f"{web:.1f} ms (web)",
+                f"{bare:.1f} ms (bare view)",
+                f"{web / bare:.1f}x" if bare else "",
+                f"one after another: p50 {rs['inbound_p50_ms']:.0f} ms, mean "
+                f"{rs['inbound_mean_ms']:.0f} ms; not 200 {rs['inbound_not_200']}, revisions "
+                f"missing {rs['inbound_revisions_missing']}; "
+                + _cpu(rs, "inbound_cpu_ms_per_message", "message"),
+            )
+        )
     dg = results.get("digest")
     if dg:
         rows.append(
@@ -380,6 +421,11 @@ def main(argv=None) -> int:
             from bench import acknowledgement
 
             results["acknowledgement"] = acknowledgement.measure(fresh(), args, log_dir)
+        if "resident" in sections:
+            print("bench: the resident's answer (page and inbound e-mail)", flush=True)
+            from bench import resident_cost
+
+            results["resident"] = resident_cost.measure(fresh(), args, log_dir)
         if "digest" in sections:
             print("bench: operators' digest", flush=True)
             from bench import digest

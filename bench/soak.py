@@ -38,6 +38,15 @@ share holds (bench/soak_count.py): each document read with exactly its form's fi
 failed in the queue with an owner; a document with other fields is ``documents_lost``, one with
 neither is ``documents_invisible``.
 
+``--relay-down SECONDS``: notifications speak e-mail (kind ``smtp``) to the harness's own
+relay (``harness/mailserver``), which refuses every connection from the start, while the
+enquiries arrive, until SECONDS after the last was sent, then comes back
+(bench/soak_relay.py); the reviewer approves only once the acknowledgements due have gone out.
+Counted: acknowledgements proposed, confirmed and at the relay; the relay's duplicates by
+Message-ID; people involved (journal rows by a person on the run's e-mail operations).
+E-mail's retry window is shrunk to the drill's scale (``EMAIL_RETRY_FIRST_SECONDS=1``, at
+most 2 s).
+
 Isolation: by default the soak runs its OWN PostgreSQL (pgserver, a throwaway data directory
 under var/soak/), so restarting it never touches anybody else's connections; with
 ``--database-url`` it uses that server (a fresh ``handover_soak_<pid>`` database) and restarts
@@ -62,12 +71,13 @@ from bench.soak_chaos import Chaos
 from bench.soak_common import ROOT, SOURCE, close_thread_connection, db_retry, log
 from bench.soak_count import Accounting
 from bench.soak_postgres import ExternalPostgres, OwnPostgres
+from bench.soak_relay import Relay
 from bench.soak_traffic import Traffic
 
 REAL_CRM_TIMEOUT_SECONDS = 10.0
 
 
-class Soak(Traffic, Chaos, Accounting):
+class Soak(Traffic, Chaos, Accounting, Relay):
     """One run: its state, set-up and tear-down; the senders and reviewer (soak_traffic.py), the
     faults and kills (soak_chaos.py) and the count (soak_count.py) work on it."""
 
@@ -76,6 +86,7 @@ class Soak(Traffic, Chaos, Accounting):
         self.rng = random.Random(args.seed)
         self.stop_sending = threading.Event()
         self.stop_chaos = threading.Event()
+        self.all_sent = threading.Event()
         self.lock = threading.Lock()
         self.events_sent = 0
         self.accepted: dict[str, str] = {}  # event id -> reference answered
@@ -171,6 +182,8 @@ class Soak(Traffic, Chaos, Accounting):
             self.setup_calendar()
         if args.documents == "webdav":
             self.setup_documents()
+        if args.relay_down:
+            self.setup_relay()
         self.secret = new_secret()
         self.env = child_environment(INTAKE_SECRETS=json.dumps({SOURCE: [self.secret]}))
         self.web = WebServer(self.dir / "web.log", self.env, workers=2, threads=4).start()
@@ -245,6 +258,8 @@ class Soak(Traffic, Chaos, Accounting):
             self.bottlecrm.stop()
         if self.documents is not None:
             self.documents.close()
+        if self.relay is not None:
+            self.relay.stop()
         if getattr(self, "sandbox", None) is not None:
             self.sandbox.stop()
         if getattr(self, "pg", None) is not None:
@@ -263,6 +278,11 @@ class Soak(Traffic, Chaos, Accounting):
                 threading.Thread(target=self.fault_loop, name="faults"),
                 threading.Thread(target=self.kill_loop, name="killer"),
             ]
+            if self.relay is not None:
+                down = threading.Thread(
+                    target=self.relay_loop, args=(time.monotonic(),), name="relay"
+                )
+                threads.append(down)
             for thread in threads:
                 thread.start()
             sender = threading.Thread(target=self.send_all, name="senders")
@@ -272,22 +292,26 @@ class Soak(Traffic, Chaos, Accounting):
                 time.sleep(0.1)
             self.restart_database()
             sender.join()
+            self.all_sent.set()
             log(f"sent {self.events_sent} deliveries of {self.args.events} events")
             # The chaos goes on until every enquiry has been approved (so the CRM writes meet
             # it too), and for one more kill after that.
-            deadline = time.monotonic() + self.args.quiescence_timeout
+            deadline = time.monotonic() + self.args.quiescence_timeout + self.args.relay_down
             while time.monotonic() < deadline and not self.quiet_for_approval():
                 time.sleep(0.5)
             time.sleep(max(self.args.kill_every * 1.5, 3))
             self.stop_chaos.set()
-            threads[1].join()
-            threads[2].join()
+            for thread in threads[1:]:
+                thread.join()
             log("faults and kills stopped; waiting for quiescence")
             quiet = self.wait_for_quiescence(self.args.quiescence_timeout)
             threads[0].join(timeout=self.args.quiescence_timeout)
             log("quiescent" if quiet else "NOT quiescent within the bound")
             close_thread_connection()
-            return db_retry(lambda: self.count(time.monotonic() - started, quiet))
+            figures = db_retry(lambda: self.count(time.monotonic() - started, quiet))
+            if self.relay is not None:
+                figures.update(db_retry(self.count_relay))
+            return figures
         finally:
             self.stop_sending.set()
             self.stop_chaos.set()
@@ -324,6 +348,14 @@ def main(argv=None):
         help="attach a PDF form to every event, read from a real WsgiDAV behind the fault proxy",
     )
     parser.add_argument(
+        "--relay-down",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="notifications by e-mail to the harness's relay, which refuses connections from the "
+        "start (while the enquiries arrive) until this long after the last was sent",
+    )
+    parser.add_argument(
         "--database-url",
         default="",
         help="use this PostgreSQL server (restarted with pg_ctlcluster) instead of an own one",
@@ -342,6 +374,9 @@ def main(argv=None):
         and figures["unresolved_invisible"] == 0
         and figures.get("documents_lost", 0) == 0
         and figures.get("documents_invisible", 0) == 0
+        and figures.get("relay_duplicates", 0) == 0
+        and figures.get("people_involved", 0) == 0
+        and figures.get("acknowledgements_confirmed") == figures.get("acknowledgements")
     )
     return 0 if ok else 1
 

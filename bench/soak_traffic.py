@@ -114,6 +114,9 @@ class Traffic:
 
         try:
             while True:
+                if self.reviewers_wait_for_relay():
+                    time.sleep(0.2)
+                    continue
                 done_sending = self.stop_sending.is_set()
                 ready = db_retry(
                     lambda: list(

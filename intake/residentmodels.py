@@ -58,8 +58,9 @@ class ResidentAnswer(models.Model):
     # An e-mail's own Message-ID and what it answered (In-Reply-To), as evidence.
     message_id = models.CharField(max_length=300, blank=True)
     in_reply_to = models.CharField(max_length=300, blank=True)
-    # The provider's one-time token for this delivery (Mailgun's "token"): unique, so a replayed
-    # or redelivered post is taken once.
+    # The provider's one-time token for this delivery (Mailgun's "token"), or the page form's
+    # one-time key ("page:<hex>", ledger.residentpage): unique, so a replayed or redelivered
+    # post, or a form sent twice, is taken once.
     provider_token = models.CharField(max_length=200, null=True, blank=True, unique=True)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

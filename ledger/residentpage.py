@@ -11,8 +11,12 @@ new link's message; intake cannot read either.
 
 from __future__ import annotations
 
+import re
+import secrets
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.db import IntegrityError
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
@@ -21,9 +25,19 @@ from django.views.decorators.http import require_http_methods, require_POST
 from config.security import client_ip
 from intake import answers, residentlink
 from intake.models import EnquiryState
-from intake.residentmodels import AnswerChannel, AnswerState
+from intake.residentmodels import AnswerChannel, AnswerState, ResidentAnswer
 from ledger import notices
 from ledger.models import Action, Operation
+
+# Each rendering of the form carries a one-time key (hidden field "submission"), kept as the
+# answer's provider_token ("page:<key>", unique): a form sent twice (a double click, a browser's
+# resend) is taken once and the second answered as the first was.
+_SUBMISSION = re.compile(r"\A[0-9a-f]{32}\Z")
+
+
+def _submission(value) -> str | None:
+    return f"page:{value}" if isinstance(value, str) and _SUBMISSION.match(value) else None
+
 
 # The enquiry's state in the resident's words: (heading, what it means for them).
 WAITING = (
@@ -113,6 +127,7 @@ def _context(link, **extra):
         "max_size": answers.size_in_words(settings.RESIDENT_UPLOAD_MAX_BYTES),
         "kinds": answers.KINDS_IN_WORDS,
         "text_max": f"{answers.TEXT_MAX:,}",
+        "submission": secrets.token_hex(16),
         **extra,
     }
 
@@ -157,6 +172,10 @@ def page(request, token):
 
 def _answer(request, token, link):
     enquiry = link.enquiry
+    submission = _submission(request.POST.get("submission"))
+    thanks = HttpResponseRedirect(f"/r/{token}/?sent=1#thanks")
+    if submission and ResidentAnswer.objects.filter(provider_token=submission).exists():
+        return thanks  # this form was sent before: taken once
     if enquiry.state not in answers.ANSWERABLE:
         return render(request, "resident/page.html", _context(link), status=409)
     if _limit_body(request):
@@ -187,11 +206,19 @@ def _answer(request, token, link):
     try:
         if not uploads:
             answers.clean_text(text, required=True)
-        answers.receive_answer(enquiry.pk, channel=AnswerChannel.PAGE, text=text, uploads=uploads)
+        answers.receive_answer(
+            enquiry.pk,
+            channel=AnswerChannel.PAGE,
+            text=text,
+            uploads=uploads,
+            provider_token=submission,
+        )
     except answers.AnswerRefused as refused:
         context = _context(link, errors={refused.field: refused.message}, typed=_shown(text))
         return render(request, "resident/page.html", context, status=422)
-    return HttpResponseRedirect(f"/r/{token}/?sent=1#thanks")
+    except IntegrityError:  # the same form sent at the same moment: its twin was taken
+        return thanks
+    return thanks
 
 
 def _shown(text) -> str:

@@ -116,6 +116,8 @@ class Drill:
         self.run_id = run_id or timezone.now().strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:4]
         self.dir = DRILL_DIR / self.run_id
         self.secret = new_secret()
+        # Signs the drill's Mailgun inbound posts (the web server checks it).
+        self.mailgun_key = new_secret()
         self.sandbox: SandboxProcess | None = None
         self.bottlecrm = None
         self.calendar: DrillCalendar | None = None
@@ -183,6 +185,7 @@ class Drill:
         self.categories = self._categories()
         self.env = child_environment(
             INTAKE_SECRETS=json.dumps({**settings.INTAKE_SECRETS, SOURCE: [self.secret]}),
+            MAILGUN_WEBHOOK_SIGNING_KEY=self.mailgun_key,
             **({} if self.sandbox_mode else REAL_CRM_CLUSTER),
         )
         self.web = WebServer(self.dir / "web.log", self.env).start()

@@ -66,6 +66,17 @@ KEYS = {
         "not_202",
     },
     "digest": {"items", "build_ms", "select_ms", "times_select", "cpu_ms"},
+    "resident": {
+        "page_p50_ms",
+        "page_p99_ms",
+        "baseline_p99_ms",
+        "page_not_302",
+        "page_revisions_missing",
+        "inbound_cpu_ms_per_message",
+        "baseline_cpu_ms_per_request",
+        "inbound_not_200",
+        "inbound_revisions_missing",
+    },
 }
 
 
@@ -98,6 +109,8 @@ def test_quick_bench_writes_every_figure(tmp_path):
             "10",
             "--digest-items",
             "50",
+            "--resident-answers",
+            "6",
             "--bench-database",
             f"handover_bench_smoke_{os.getpid()}",
             "--json",
@@ -190,6 +203,20 @@ def test_quick_acknowledgement_matches_every_event_to_one_message(tmp_path):
     assert ack["not_202"] == 0 and ack["duplicates"] == 0
     assert ack["count"] >= 20 and ack["capacity_per_s"] > 0
     assert "intake to SMTP 250" in stdout
+
+
+def test_quick_resident_section_lands_every_answer_once_and_prints_both_figures(tmp_path):
+    results, stdout = _quick(
+        tmp_path, "--only", "resident", "--resident-answers", "8", "--resident-clients", "4"
+    )
+    resident = results["resident"]
+    assert KEYS["resident"] <= set(resident), sorted(resident)
+    # Every page POST and every inbound post was a real answer: one revision by the resident.
+    assert resident["page_not_302"] == resident["page_revisions_missing"] == 0
+    assert resident["inbound_not_200"] == resident["inbound_revisions_missing"] == 0
+    assert resident["inbound_cpu_ms_per_message"]["web"] > 0
+    assert resident["baseline_cpu_ms_per_request"]["web"] > 0
+    assert "resident page POST p99" in stdout and "inbound reply CPU/message" in stdout
 
 
 def test_quick_latency_reports_the_achieved_rate_beside_the_offered(tmp_path):

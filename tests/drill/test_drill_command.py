@@ -39,6 +39,7 @@ DESIGN_TABLE = [
     "e-mail: the relay refuses the recipient (550)",
     "e-mail: the relay answers 421",
     "e-mail: the relay is down, then back",
+    "a resident reply by e-mail and by the page",
     "category corrected before a retry",
     "integration paused",
     "appointments: the calendar is slow",

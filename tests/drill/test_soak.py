@@ -68,3 +68,44 @@ def test_a_small_soak_loses_nothing(tmp_path):
     assert figures["worker_kills"] >= 2, log
     assert figures["db_restarts"] == 1, figures["details"]["db_restart"]
     assert finished.returncode == 0, log
+
+
+def test_a_soak_with_the_relay_down_sends_every_acknowledgement_once_with_nobody(tmp_path):
+    out = tmp_path / "soak.json"
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    finished = subprocess.run(
+        [
+            sys.executable,
+            "bench/soak.py",
+            "--events",
+            "20",
+            "--duplicate-rate",
+            "0",
+            "--fault-rate",
+            "0",
+            "--kill-every",
+            "0",
+            # Long enough to outlast the cluster's recovery from the soak's PostgreSQL restart
+            # (django-q2 brings its pusher back within about 10 s): acknowledgements are due.
+            "--relay-down",
+            "20",
+            "--json",
+            str(out),
+        ],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        start_new_session=True,
+    )
+    log = (finished.stdout + finished.stderr)[-4000:]
+    figures = json.loads(out.read_text())
+    # The relay refused while the acknowledgements were due: some were waiting when it came back.
+    waiting = figures["acknowledgements_by_state_when_back"].get("approved", 0)
+    assert waiting > 0, figures
+    assert figures["acknowledgements"] == figures["acknowledgements_confirmed"] == 20, figures
+    assert figures["acknowledgements_at_relay"] == 20, figures
+    assert figures["relay_duplicates"] == 0, figures
+    assert figures["people_involved"] == 0, figures
+    assert finished.returncode == 0, log

@@ -2,6 +2,7 @@
 resident, back to review; uploads within the limits; an expired link offers a new one through
 the ledger, never showing the address; hostile input never answers 5xx."""
 
+import re
 from datetime import timedelta
 from urllib.parse import quote_from_bytes
 
@@ -85,6 +86,39 @@ def test_an_answer_is_a_revision_by_the_resident_back_to_review_and_no_second_en
     assert not JournalEntry.objects.filter(kept_reason__contains="Mill Lane").exists()
     thanks = client.get(response["Location"])
     assert "Thank you" in thanks.content.decode()
+
+
+def submission_of(client, enquiry) -> str:
+    """The one-time key the page's form carries, as a browser reads it."""
+    page = client.get(page_of(enquiry)).content.decode()
+    return re.search(r'name="submission" value="([0-9a-f]{32})"', page).group(1)
+
+
+def test_the_same_form_sent_twice_is_taken_once(client, asked):
+    form = {"text": "It is on Mill Lane.", "submission": submission_of(client, asked)}
+    first = client.post(page_of(asked), form)
+    second = client.post(page_of(asked), form)
+    assert first.status_code == second.status_code == 302
+    assert second["Location"] == first["Location"]
+    assert Revision.objects.filter(enquiry=asked, origin="resident").count() == 1
+    assert ResidentAnswer.objects.filter(enquiry=asked).count() == 1
+    # A fresh form (the page read again) is a new answer.
+    again = {"text": "And a photo later.", "submission": submission_of(client, asked)}
+    assert client.post(page_of(asked), again).status_code == 302
+    assert Revision.objects.filter(enquiry=asked, origin="resident").count() == 2
+
+
+@pytest.mark.parametrize(
+    "value", [b"%ED%A0%80", b"x" * 5000, b"A" * 32, b"%C4%B0" * 16, b"page%3Aabc"]
+)
+def test_a_malformed_form_key_is_ignored_never_5xx(client, asked, value):
+    response = client.post(
+        page_of(asked),
+        b"text=Mill+Lane&submission=" + value,
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code == 302
+    assert ResidentAnswer.objects.get(enquiry=asked).provider_token is None
 
 
 def test_an_upload_is_kept_with_the_answer_and_named_in_the_revision(client, asked):

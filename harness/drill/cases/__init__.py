@@ -23,6 +23,7 @@ from harness.drill.cases.changes import (
     changed_after_approval,
     integration_paused,
 )
+from harness.drill.cases.conversation import resident_replies
 from harness.drill.cases.documents import (
     document_access_removed,
     document_changed,
@@ -174,6 +175,13 @@ CASES = [
         "e-mail: the relay is down, then back",
         "every message waits and is tried again by itself; each sent once; nobody involved",
         email_outage,
+        uses=("notify:smtp",),
+    ),
+    Spec(
+        "resident-replies",
+        "a resident reply by e-mail and by the page",
+        "each lands on the same enquiry exactly once, even delivered twice; no second enquiry",
+        resident_replies,
         uses=("notify:smtp",),
     ),
     Spec(
