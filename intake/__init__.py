@@ -4,7 +4,8 @@ Its modules stand in layers, bottom first; a module imports only from its own la
 and never from the ledger or recovery (tests/foundation/test_layering.py):
 
 1. the words and the records: ``visible``, ``workflow`` (actors, the reason rule),
-   ``residentmodels`` (the resident's answers, their documents, the rate counters), ``models``,
+   ``residentmodels`` (the resident's answers, their documents, the rate counters), ``search``
+   (the console's enquiry search), ``models``,
    ``signals``, ``payload``, ``signing``.
 2. the rules on one record: ``revisions``, ``suggesters``, ``classification``,
    ``residentlink`` (the signed, expiring link to the resident's page and the signed reply

@@ -24,7 +24,8 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET
 
 import recovery.queue
-from intake.models import Enquiry, EnquiryState, Revision, Suggestion, search_query
+from intake.models import Enquiry, EnquiryState, Revision, Suggestion
+from intake.search import search_query
 from ledger import limits
 from ledger.models import Integration, JournalEntry
 from recovery import messages, ownership
