@@ -119,7 +119,10 @@ def test_a_429_stops_every_worker_for_its_retry_after_without_spending_budget(
     assert set(stats["crm"]["by_reference"].values()) == {1}
 
     throttled = Operation.objects.get(attempts__outcome="throttled")
-    assert [a.outcome for a in throttled.attempts.all()] == ["throttled", "success"]
+    # On a loaded machine a worker can also find its turn taken at the last moment (the one
+    # call in flight): that attempt is "not_sent", reached nobody and spent nothing.
+    outcomes = [a.outcome for a in throttled.attempts.all()]
+    assert [o for o in outcomes if o != "not_sent"] == ["throttled", "success"], outcomes
     assert throttled.budget_used == 1  # only the call that succeeded counted
     assert throttled.attention == ""
     assert JournalEntry.objects.filter(
