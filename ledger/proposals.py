@@ -168,11 +168,11 @@ def propose_resident_message(enquiry, kind, *, revision, detail=None, actor=LEDG
     cannot be sent the enquiry's journal says why (``ledger.resident_message.not_sent``) and
     None is returned."""
     why = ""
-    category = enquiry.category
     if not enquiry.email:
         why = NO_ADDRESS
-    elif category is not None and not category.tells_resident:
-        why = SENDS_NOTHING % {"category": category.name}
+    elif enquiry.category_id is not None and not enquiry.category.tells_resident:
+        # Read only where a message could go: the category is a query of its own.
+        why = SENDS_NOTHING % {"category": enquiry.category.name}
     elif "message_to_resident" in wording.KINDS[kind].required and not has_visible_text(
         values.get("message_to_resident") or ""
     ):
