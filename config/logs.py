@@ -21,7 +21,13 @@ _HEADER = re.compile(r"""(?i)(\b(?:proxy-)?authorization\b["']?\s*[:=]\s*["']?)[
 _SCHEME = re.compile(r"(?i)\b(Basic|Bearer|Digest|Token)(\s+)[A-Za-z0-9._~+/=:-]{6,}")
 
 
+# A resident's page is opened by its signed link (intake.residentlink): the token in the path
+# is the resident's credential, so an access line or an error naming the path keeps only "/r/".
+_RESIDENT_LINK = re.compile(r"(/r/)[^/\s\"'?#]+")
+
+
 def redact(text: str) -> str:
+    text = _RESIDENT_LINK.sub(lambda m: m.group(1) + REDACTED, text)
     text = _HEADER.sub(lambda m: m.group(1) + REDACTED, text)
     return _SCHEME.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
 

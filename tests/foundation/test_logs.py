@@ -47,6 +47,13 @@ def test_a_basic_credential_is_redacted_wherever_it_stands():
     assert "Authorization: [redacted]" in logged("Authorization: Bearer tok_abcdef123456")
 
 
+def test_a_residents_link_token_is_redacted_from_an_access_line():
+    token = "eyJlIjoiMGUwMDc1ZGYifQ:1xZeUk:UqAmNiAHGQkkCdS2hKWk9GtzZC1UCKz1"
+    said = logged("POST /r/%s/new-link/ 302 12 ms", token)
+    assert token not in said and "UqAmNi" not in said
+    assert "POST /r/[redacted]/new-link/ 302" in said
+
+
 def test_a_credential_that_the_cut_would_split_is_still_redacted():
     said = logged("x" * 7990 + " " + CREDENTIAL)
     assert "aGFu" not in said
